@@ -1,0 +1,34 @@
+# Fresh-machine set-up: `make demo` runs the main job, `make test` runs the suite.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DATA ?= ../shared/data
+OUTDIR ?= out
+
+.PHONY: venv demo test bench-deps clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[torch,plots,ml,test]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+demo: venv
+	mkdir -p $(OUTDIR)
+	$(BIN)/privmarg synth $(DATA)/adult/adult.csv --domain $(DATA)/adult/domain.json \
+	  --method aim --epsilon 1 --delta 1e-9 --workload all-3way --seed 0 \
+	  --output $(OUTDIR)/adult-aim.csv --report $(OUTDIR)/adult-aim-report.json
+	@echo "synthetic table: $(OUTDIR)/adult-aim.csv  report: $(OUTDIR)/adult-aim-report.json"
+
+test: venv
+	$(BIN)/python -m pytest -q tests
+
+bench-deps: venv
+	$(BIN)/pip install -q -e '.[bench]'
+
+clean:
+	rm -rf $(VENV) $(OUTDIR)

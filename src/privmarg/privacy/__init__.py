@@ -1,0 +1,47 @@
+"""Privacy foundations: zCDP conversions, sensitivities, the budget accountant and the mechanisms.
+
+Every access to private data goes through a primitive in :mod:`.primitives`, which charges its zCDP
+cost to an :class:`Accountant` before releasing anything (SPEC §1).
+"""
+
+from .accountant import Accountant, BudgetExceededError, Charge
+from .conversions import cdp_delta, cdp_eps, cdp_rho, simple_delta, simple_eps, simple_rho
+from .primitives import (
+    exponential_epsilon,
+    exponential_mechanism,
+    exponential_probabilities,
+    gaussian_mechanism,
+    gaussian_rho,
+    gaussian_sigma,
+    gumbel_top_q,
+    laplace_mechanism,
+    noise_rngs,
+)
+from .sensitivity import NEIGHBOURS, check_neighbour, count_l2, marginal_l1, marginal_l2, score_sensitivity
+
+__all__ = [
+    "Accountant",
+    "BudgetExceededError",
+    "Charge",
+    "cdp_delta",
+    "cdp_eps",
+    "cdp_rho",
+    "simple_delta",
+    "simple_eps",
+    "simple_rho",
+    "NEIGHBOURS",
+    "check_neighbour",
+    "marginal_l1",
+    "marginal_l2",
+    "count_l2",
+    "score_sensitivity",
+    "gaussian_sigma",
+    "gaussian_rho",
+    "gaussian_mechanism",
+    "exponential_probabilities",
+    "exponential_mechanism",
+    "exponential_epsilon",
+    "laplace_mechanism",
+    "gumbel_top_q",
+    "noise_rngs",
+]
