@@ -1,0 +1,234 @@
+"""Exactness of the estimation engine against brute force over the full joint table."""
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privmarg import Dataset, Domain, Measurement, StructuralZero, estimate, model_size_mb
+from privmarg.estimation import loss_of
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+# brute-force helpers over the full joint table ---------------------------------------------------
+def joint_marginal(P, dom, attrs):
+    attrs = dom.canonical(attrs)
+    ax = tuple(i for i, a in enumerate(dom.attrs) if a not in attrs)
+    return P.sum(axis=ax).ravel() if ax else P.ravel()
+
+
+def model_joint(model):
+    """The model's full joint table computed from its potentials (no inference code involved)."""
+    dom = model.domain
+    logp = np.zeros(dom.shape)
+    for c, t in zip(model.tree.cliques, model.theta):
+        shape = tuple(dom[a] if a in c else 1 for a in dom.attrs)
+        logp = logp + t.reshape(shape)
+    p = np.exp(logp - logp[np.isfinite(logp)].max())
+    return p / p.sum() * model.total
+
+
+def ipf_maxent(dom, targets, iters=20000):
+    """Maximum-entropy joint matching consistent marginals: iterative proportional fitting."""
+    P = np.full(dom.shape, 1.0 / dom.size())
+    for _ in range(iters):
+        worst = 0.0
+        for attrs, y in targets:
+            cur = joint_marginal(P, dom, attrs)
+            worst = max(worst, np.abs(cur - y).max())
+            ratio = np.where(cur > 0, y / np.where(cur > 0, cur, 1), 0.0)
+            shape = tuple(dom[a] if a in attrs else 1 for a in dom.attrs)
+            P = P * ratio.reshape(shape)
+        if worst < 1e-13:
+            break
+    return P
+
+
+def brute_force_loss(dom, measurements, total, iters=30000):
+    """min over all joint tables p >= 0, sum p = total, of the MLE loss (FISTA + simplex projection)."""
+    n = dom.size()
+    A, b, w = [], [], []
+    for m in measurements:
+        attrs = dom.canonical(m.attrs)
+        idx = np.arange(n).reshape(dom.shape)
+        ax = tuple(i for i, a in enumerate(dom.attrs) if a not in attrs)
+        cell = np.zeros(dom.shape, dtype=np.int64)
+        sizes = dom.sizes(attrs)
+        grids = np.indices(dom.shape)
+        pos = [dom.attrs.index(a) for a in attrs]
+        cell = np.ravel_multi_index(tuple(grids[p] for p in pos), sizes).ravel()
+        M = np.zeros((int(np.prod(sizes)), n))
+        M[cell, idx.ravel()] = 1.0
+        A.append(M)
+        b.append(m.y)
+        w.append(1 / (2 * m.sigma**2))
+
+    def f(p):
+        return sum(wi * np.sum((Ai @ p - bi) ** 2) for Ai, bi, wi in zip(A, b, w))
+
+    def grad(p):
+        return sum(2 * wi * Ai.T @ (Ai @ p - bi) for Ai, bi, wi in zip(A, b, w))
+
+    H = sum(2 * wi * Ai.T @ Ai for Ai, wi in zip(A, w))
+    L = np.linalg.eigvalsh(H).max()
+
+    def proj(v):  # Euclidean projection onto {p >= 0, sum p = total}
+        u = np.sort(v)[::-1]
+        css = np.cumsum(u) - total
+        k = np.nonzero(u - css / np.arange(1, n + 1) > 0)[0][-1]
+        return np.maximum(v - css[k] / (k + 1), 0)
+
+    p = np.full(n, total / n)
+    z, t = p.copy(), 1.0
+    for _ in range(iters):
+        p_new = proj(z - grad(z) / L)
+        t_new = (1 + np.sqrt(1 + 4 * t * t)) / 2
+        z = p_new + (t - 1) / t_new * (p_new - p)
+        p, t = p_new, t_new
+    return f(p)
+
+
+CLIQUE_SETS = {
+    "tree": [("a", "b"), ("b", "c"), ("b", "d")],
+    "cycle": [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")],
+    "overlapping": [("a", "b", "c"), ("b", "c", "d"), ("c", "e")],
+    "duplicated": [("a", "b"), ("a", "b"), ("b", "c"), ("b", "a")],
+    "disjoint": [("a", "b"), ("c", "d")],
+    "unmeasured": [("a", "c"), ("c",)],
+}
+
+
+def random_case(seed, n_attrs):
+    rng = np.random.default_rng(seed)
+    names = "abcdef"[:n_attrs]
+    dom = Domain(list(names), rng.integers(2, 5, size=n_attrs))
+    P = rng.dirichlet(np.full(dom.size(), 0.7)).reshape(dom.shape)
+    return rng, dom, P
+
+
+@pytest.mark.parametrize("kind", sorted(CLIQUE_SETS))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_noiseless_measurements_reproduced_and_maxent(kind, seed):
+    cliques = CLIQUE_SETS[kind]
+    n_attrs = max(4, len({a for c in cliques for a in c}))
+    n_attrs = 5 if kind in ("overlapping",) else n_attrs
+    rng, dom, P = random_case(seed, n_attrs + (1 if kind == "unmeasured" else 0))
+    ms = [Measurement(c, joint_marginal(P, dom, c).reshape(dom.sizes(dom.canonical(c)))
+                      .transpose([dom.canonical(c).index(a) for a in c]).ravel(), 1.0) for c in cliques]
+    model = estimate(dom, ms, total=1.0, iters=20000, tol=0)
+    for c in cliques:
+        np.testing.assert_allclose(model.project(c), joint_marginal(P, dom, c), atol=1e-6)
+    # unmeasured sets equal the maximum-entropy fit of the full table
+    targets = [(dom.canonical(c), joint_marginal(P, dom, c)) for c in cliques]
+    Q = ipf_maxent(dom, targets)
+    for r in [2, 3]:
+        for attrs in itertools.combinations(dom.attrs, r):
+            np.testing.assert_allclose(model.project(attrs), joint_marginal(Q, dom, attrs), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", sorted(CLIQUE_SETS))
+def test_noisy_loss_matches_brute_force_optimum(kind):
+    cliques = CLIQUE_SETS[kind]
+    rng, dom, P = random_case(7, 5)
+    N = 1000.0
+    ms = []
+    for c in cliques:
+        sigma = float(rng.uniform(5, 30))
+        y = joint_marginal(P, dom, c) * N + rng.normal(0, sigma, dom.size(c))
+        ms.append(Measurement(dom.canonical(c), y, sigma))
+    model = estimate(dom, ms, total=N, iters=5000, tol=1e-10)
+    best = brute_force_loss(dom, ms, N)
+    ours = loss_of(dom, ms, model.project)
+    assert abs(ours - model.info.loss) <= 1e-6 * max(1.0, ours)
+    assert ours <= best * 1.001 + 1e-6, (ours, best)
+
+
+def test_project_any_attribute_set_matches_joint():
+    rng, dom, P = random_case(3, 6)
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("e", "f"), ("a", "f"), ("b", "e")]
+    ms = [Measurement(c, joint_marginal(P, dom, c) * 500 + rng.normal(0, 3, dom.size(c)), 3.0) for c in cliques]
+    model = estimate(dom, ms, iters=300)
+    J = model_joint(model)
+    for r in [1, 2, 3, 4]:
+        for attrs in itertools.combinations(dom.attrs, r):
+            np.testing.assert_allclose(model.project(attrs), joint_marginal(J, dom, attrs), rtol=1e-8, atol=1e-8)
+
+
+def test_total_estimated_from_measurements():
+    rng, dom, P = random_case(4, 4)
+    N = 2000
+    sig = 0.001
+    ms = [Measurement(c, joint_marginal(P, dom, c) * N + rng.normal(0, sig, dom.size(c)), sig)
+          for c in [("a", "b"), ("c",)]]
+    model = estimate(dom, ms, iters=50)
+    assert abs(model.total - N) < 0.01
+    assert abs(model.project(["a"]).sum() - N) < 0.01
+
+
+def test_model_size_counts_maximal_cliques():
+    dom = Domain(list("abcd"), [10, 20, 30, 40])
+    # a cycle a-b-c-d-a triangulates into two triangles of 3 attributes
+    size = model_size_mb(dom, [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")])
+    options = [10 * 20 * 30 + 10 * 30 * 40, 20 * 30 * 40 + 10 * 20 * 40]
+    assert any(abs(size - 8 * o / 2**20) < 1e-12 for o in options)
+    assert model_size_mb(dom, [("a", "b")]) == pytest.approx(8 * (200 + 30 + 40) / 2**20)
+
+
+def test_warm_start_continues_from_potentials():
+    rng, dom, P = random_case(5, 5)
+    N = 1000.0
+    ms = [Measurement(c, joint_marginal(P, dom, c) * N + rng.normal(0, 5, dom.size(c)), 5.0)
+          for c in [("a", "b"), ("b", "c"), ("d", "e")]]
+    first = estimate(dom, ms, total=N, iters=2000, tol=1e-12)
+    again = estimate(dom, ms, total=N, iters=3, warm=first.potentials)
+    cold = estimate(dom, ms, total=N, iters=3)
+    assert again.info.loss <= first.info.loss * (1 + 1e-6)
+    assert again.info.loss < cold.info.loss
+
+
+def test_structural_zeros_stay_zero_in_model_and_samples():
+    rng, dom, P = random_case(6, 4)
+    zero_mask = np.zeros(dom.sizes(("a", "b")), dtype=bool)
+    zero_mask[0, 1] = True
+    zero_mask[1, 0] = True
+    N = 3000.0
+    ms = [Measurement(c, joint_marginal(P, dom, c) * N + rng.normal(0, 10, dom.size(c)), 10.0)
+          for c in [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")]]
+    model = estimate(dom, ms, total=N, iters=500, zeros=[StructuralZero(("a", "b"), zero_mask)])
+    ab = model.project(("a", "b")).reshape(dom.sizes(("a", "b")))
+    assert np.all(ab[zero_mask] == 0.0)
+    assert ab[~zero_mask].min() > 0
+    J = model_joint(model)
+    assert np.all(joint_marginal(J, dom, ("a", "b")).reshape(zero_mask.shape)[zero_mask] == 0.0)
+    for method in ("round", "sample"):
+        x = model.synthetic_data(5000, np.random.default_rng(0), method=method)
+        bad = zero_mask[x[:, 0], x[:, 1]]
+        assert not bad.any()
+
+
+def _adult():
+    df = pd.read_csv(DATA / "adult" / "adult.csv")
+    dom = Domain.from_json(DATA / "adult" / "domain.json")
+    return Dataset.from_frame(df, dom)
+
+
+def test_synthetic_counts_match_model_on_every_clique():
+    data = _adult()
+    dom = data.domain
+    rng = np.random.default_rng(1)
+    cliques = [("age", "education-num"), ("education-num", "occupation"), ("occupation", "sex", "income>50K"),
+               ("race", "native-country"), ("marital-status", "relationship", "sex"), ("workclass", "hours-per-week")]
+    ms = [Measurement((a,), data.project([a]) + rng.normal(0, 10, dom[a]), 10.0) for a in dom.attrs]
+    ms += [Measurement(c, data.project(c) + rng.normal(0, 10, dom.size(c)), 10.0) for c in cliques]
+    model = estimate(dom, ms, iters=200)
+    syn = Dataset(model.synthetic_data(rng=np.random.default_rng(0)), dom)
+    assert len(syn) == int(model.total)
+    for c in model.cliques:
+        diff = np.abs(syn.project(c) - model.project(c) * len(syn) / model.total)
+        assert diff.mean() <= 2.0, (c, diff.mean())
+    # seeded sampling is reproducible
+    again = model.synthetic_data(rng=np.random.default_rng(0))
+    np.testing.assert_array_equal(again, syn.codes)
