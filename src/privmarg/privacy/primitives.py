@@ -56,15 +56,32 @@ def _pos(name: str, x: Any) -> float:
     return v
 
 
-def _scores(scores: Any) -> np.ndarray:
+def _scores(scores: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """Validate a 1-D score vector; return it and its finite mask (``None`` when all finite)."""
     q = np.asarray(scores, dtype=np.float64)
     if q.ndim != 1 or q.size == 0:
         raise ValueError(f"scores must be a non-empty 1-D array, got shape {q.shape}")
-    if np.isnan(q).any() or np.isposinf(q).any():
+    finite = np.isfinite(q)
+    if finite.all():
+        return q, None
+    if np.isnan(q).any() or (q == np.inf).any():
         raise ValueError("scores must not contain NaN or +inf (-inf marks an excluded candidate)")
-    if not np.isfinite(q).any():
+    if not finite.any():
         raise ValueError("all scores are -inf: no candidate can be selected")
-    return q
+    return q, finite
+
+
+def _em_logits(scores: Any, epsilon: float, sensitivity: float) -> np.ndarray:
+    """Unnormalised EM log-probabilities ``(epsilon/(2 sensitivity)) * (q - max q)``; -inf stays -inf."""
+    q, finite = _scores(scores)
+    eps = _nonneg("epsilon", epsilon)
+    delta = _pos("sensitivity", sensitivity)
+    c = eps / (2.0 * delta)
+    if finite is None:
+        return c * (q - q.max())
+    if c == 0.0:
+        return np.where(finite, 0.0, -np.inf)
+    return c * (q - q[finite].max())  # -inf entries map to -inf
 
 
 # --------------------------------------------------------------------------- Gaussian
@@ -101,7 +118,7 @@ def gaussian_mechanism(
     x = np.array(values, dtype=np.float64)  # copy: never alias the caller's data
     rho = gaussian_rho(sigma, l2_sensitivity)
     accountant.charge(rho, what, "gaussian", sigma=float(sigma), l2_sensitivity=float(l2_sensitivity))
-    return x + rng.normal(0.0, float(sigma), size=x.shape)
+    return np.asarray(x + rng.normal(0.0, float(sigma), size=x.shape), dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- exponential
@@ -116,13 +133,7 @@ def exponential_probabilities(scores: Any, epsilon: float, sensitivity: float) -
     Higher score = more likely; ``-inf`` scores get probability 0. ``sensitivity`` (> 0) bounds the
     change of any single score between neighbouring datasets.
     """
-    q = _scores(scores)
-    eps = _nonneg("epsilon", epsilon)
-    delta = _pos("sensitivity", sensitivity)
-    finite = np.isfinite(q)
-    z = np.full(q.shape, -np.inf)
-    z[finite] = (eps / (2.0 * delta)) * (q[finite] - q[finite].max())
-    p = np.exp(z)
+    p = np.exp(_em_logits(scores, epsilon, sensitivity))
     return p / p.sum()
 
 
@@ -136,12 +147,13 @@ def exponential_mechanism(
 ) -> int:
     """Sample an index with :func:`exponential_probabilities`; costs ``epsilon^2/8`` zCDP (``epsilon``-DP).
 
-    Charges first (mechanism ``"exponential"``, params ``epsilon``, ``sensitivity``).
+    Charges first (mechanism ``"exponential"``, params ``epsilon``, ``sensitivity``), then samples
+    exactly by Gumbel-max: ``argmax(logits + Gumbel(0, 1))``.
     """
-    p = exponential_probabilities(scores, epsilon, sensitivity)
+    z = _em_logits(scores, epsilon, sensitivity)
     eps = float(epsilon)
     accountant.charge(eps * eps / 8.0, what, "exponential", epsilon=eps, sensitivity=float(sensitivity))
-    return int(rng.choice(p.size, p=p))
+    return int(np.argmax(z + rng.gumbel(size=z.shape)))
 
 
 # --------------------------------------------------------------------------- Laplace
@@ -168,7 +180,7 @@ def laplace_mechanism(
     else:
         eps = d / b
     accountant.charge(eps * eps / 2.0, what, "laplace", epsilon=eps, l1_sensitivity=d, scale=b)
-    return x + rng.laplace(0.0, b, size=x.shape)
+    return np.asarray(x + rng.laplace(0.0, b, size=x.shape), dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- Gumbel top-q
@@ -189,11 +201,11 @@ def gumbel_top_q(
     Charges first (mechanism ``"gumbel_top_q"``, params ``q``, ``beta``, ``sensitivity``;
     ``rho = q sensitivity^2 / (2 beta^2)``).
     """
-    s = _scores(scores)
+    s, finite = _scores(scores)
     if isinstance(q, bool) or not isinstance(q, numbers.Integral) or q < 1:
         raise ValueError(f"q must be an integer >= 1, got {q!r}")
     q = int(q)
-    n_ok = int(np.isfinite(s).sum())
+    n_ok = s.size if finite is None else int(finite.sum())
     if q > n_ok:
         raise ValueError(f"q={q} exceeds the number of selectable (finite-score) candidates {n_ok}")
     r = _pos("rho", rho)
