@@ -120,7 +120,11 @@ def test_noiseless_measurements_reproduced_and_maxent(kind, seed):
                       .transpose([dom.canonical(c).index(a) for a in c]).ravel(), 1.0) for c in cliques]
     model = estimate(dom, ms, total=1.0, iters=20000, tol=0)
     for c in cliques:
-        np.testing.assert_allclose(model.project(c), joint_marginal(P, dom, c), atol=1e-6)
+        np.testing.assert_allclose(model.project(dom.canonical(c)), joint_marginal(P, dom, c), atol=1e-6)
+        # marginals come back in the order asked for
+        flat = model.project(c).reshape(dom.sizes(c))
+        np.testing.assert_allclose(flat.transpose([c.index(a) for a in dom.canonical(c)]).ravel(),
+                                   joint_marginal(P, dom, c), atol=1e-6)
     # unmeasured sets equal the maximum-entropy fit of the full table
     targets = [(dom.canonical(c), joint_marginal(P, dom, c)) for c in cliques]
     Q = ipf_maxent(dom, targets)

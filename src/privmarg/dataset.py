@@ -73,8 +73,11 @@ class Dataset:
         return self.codes.shape[0]
 
     def project(self, attrs: Iterable[str]) -> np.ndarray:
-        """Counts of the marginal on ``attrs`` (canonical order), flat, float64. Private."""
-        attrs = self.domain.canonical(attrs)
+        """Counts of the marginal on ``attrs``, flat, row-major in the order given, float64. Private."""
+        attrs = tuple(attrs)
+        if len(set(attrs)) != len(attrs):
+            raise ValueError(f"repeated attribute in {attrs}")
+        self.domain.canonical(attrs)  # unknown names are an error
         if not attrs:
             return np.array([float(len(self))])
         axes = self.domain.axes(attrs)

@@ -137,13 +137,15 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
              iters: int = 1000, tol: float = 1e-7, warm: dict | None = None,
              zeros: Iterable[StructuralZero] = (), weighting: str = "mle",
              extra_cliques: Iterable[Sequence[str]] = (),
+             step: float | None = None, grow: float = 2.0,
              callback: Callable[[int, float], None] | None = None) -> GraphicalModel:
     """Fit the graphical model minimising the Private-PGM loss (post-processing: no privacy cost).
 
     ``total``: the record count if public (replace-one), else estimated from the measurements.
     ``iters``: cap on mirror-descent iterations; stops earlier once the loss improves by less than
     ``tol`` (relative) over 10 iterations. ``warm``: ``model.potentials`` of an earlier fit.
-    ``zeros``: structural zeros, kept at exactly zero mass. Returns a :class:`GraphicalModel` with
+    ``zeros``: structural zeros, kept at exactly zero mass. ``step``: initial mirror-descent step
+    (pass ``model.step_size`` of the warm-start model). Returns a :class:`GraphicalModel` with
     ``potentials`` (for warm starts) and ``info`` (loss, iterations, seconds).
     """
     t0 = time.perf_counter()
@@ -189,8 +191,12 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     history = [loss]
     converged = not obj.groups
     it = 0
+    backtracked = False
     if obj.groups and loss > 0:
-        alpha = 1.0 / total**2
+        # a step that moves each cell by about its residual (dμ/dθ ≈ μ ≤ N); warm starts reuse theirs
+        wmax = max(w for items in obj.groups.values() for _, _, w in items)
+        alpha = step if step is not None else 1.0 / (2.0 * wmax * total)
+        alpha /= 2.0  # doubled before the first try
         for it in range(1, iters + 1):
             theta0, mu0, loss0 = theta, mu, loss
             gC = [None] * len(theta)
@@ -198,23 +204,25 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
                 for r, shape in items:
                     g = grads[r].reshape(shape)
                     gC[i] = g if gC[i] is None else gC[i] + g
-            alpha *= 2.0
+            alpha *= grow
+            grads0 = grads
             for _ in range(25):
                 theta = [t if g is None else t - alpha * g for t, g in zip(theta0, gC)]
                 mu, _, _ = belief_propagation(plan, theta, total)
-                loss, _ = obj(mu, need_grad=False)
-                dec = sum(float(np.sum(g * (m0 - m))) for g, m0, m in zip(gC, mu0, mu) if g is not None)
+                loss, grads = obj(mu)
+                dec = sum(_inner(g, m0 - m) for g, m0, m in zip(gC, mu0, mu) if g is not None)
                 if loss0 - loss >= 0.5 * alpha * dec:
                     break
                 alpha *= 0.5
+                backtracked = True
             for r in phi:
-                if r in grads:
-                    phi[r] = phi[r] - alpha * grads[r].reshape(phi[r].shape)
-            loss, grads = obj(mu)
+                if r in grads0:
+                    phi[r] = phi[r] - alpha * grads0[r].reshape(phi[r].shape)
             history.append(loss)
             if callback is not None:
                 callback(it, loss)
-            if it >= 10 and history[-11] - loss <= tol * max(loss, 1e-300):
+            # the tolerance applies once the step size has found its scale (first backtrack)
+            if backtracked and it >= 10 and history[-11] - loss <= tol * max(loss, 1e-300):
                 converged = True
                 break
             if loss <= 1e-30 * total**2:
@@ -222,10 +230,19 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
                 break
     model = GraphicalModel(domain, tree, theta, total, plan=plan, marginals=mu)
     model.potentials = phi
+    model.step_size = alpha if obj.groups and history[0] > 0 else step
     model.zeros = zeros
     model.info = FitInfo(loss=loss, iterations=it, seconds=time.perf_counter() - t0,
                          converged=converged, history=history)
     return model
+
+
+def _inner(g: np.ndarray, x: np.ndarray) -> float:
+    """⟨g, x⟩ where g broadcasts against x (sum x over g's broadcast axes first)."""
+    if g.shape != x.shape:
+        x = x.sum(axis=tuple(i for i, (a, b) in enumerate(zip(g.shape, x.shape)) if a == 1 and b > 1),
+                  keepdims=True)
+    return float(np.vdot(g, x))
 
 
 def loss_of(domain: Domain, measurements: Sequence[Measurement], marginal: Callable[[tuple], np.ndarray],

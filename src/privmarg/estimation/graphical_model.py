@@ -18,12 +18,11 @@ def _lse(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """log-sum-exp over ``axes`` (dropped), robust to slices that are all ``-inf``."""
     if not axes:
         return a
-    m = np.max(a, axis=axes, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    s = np.sum(np.exp(a - m), axis=axes, keepdims=True)
-    with np.errstate(divide="ignore"):
-        out = np.log(s) + m
-    return np.squeeze(out, axis=axes)
+    m = a.max(axis=axes, keepdims=True)
+    if not np.isfinite(m).all():
+        m = np.where(np.isfinite(m), m, 0.0)
+    out = np.log(np.exp(a - m).sum(axis=axes, keepdims=True)) + m
+    return out.squeeze(axis=axes)
 
 
 def broadcast_shape(domain: Domain, attrs: Sequence[str], target: Sequence[str]) -> tuple[int, ...]:
@@ -61,6 +60,11 @@ class _Plan:
 
 def belief_propagation(plan: _Plan, theta: list[np.ndarray], total: float):
     """Calibrate the tree (Hugin-style, log space). Returns (marginals scaled to ``total``, log Z, log beliefs)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _bp(plan, theta, total)
+
+
+def _bp(plan: _Plan, theta: list[np.ndarray], total: float):
     n = len(theta)
     b = list(theta)
     up: list[np.ndarray | None] = [None] * n
@@ -83,12 +87,11 @@ def belief_propagation(plan: _Plan, theta: list[np.ndarray], total: float):
         mu[i] = e
         for c in plan.children[i]:
             ax = plan.parent_axes[c]
-            with np.errstate(divide="ignore"):
-                sep = np.log(e.sum(axis=ax)) + m if ax else np.log(e) + m
-            sep = sep.reshape(plan.in_child[c])
+            sep = (np.log(e.sum(axis=ax)) if ax else np.log(e)) + m
             upc = up[c].reshape(plan.in_child[c])
-            with np.errstate(invalid="ignore"):
-                down = np.where(np.isneginf(upc), -np.inf, sep - upc)
+            down = sep.reshape(plan.in_child[c]) - upc
+            if np.isnan(down).any():  # -inf - -inf on zero-mass separator cells
+                down = np.where(np.isneginf(upc), -np.inf, down)
             b[c] = b[c] + down
     scale = [np.exp(mx[i] - log_z) * total for i in range(n)]
     for i in range(n):
@@ -125,8 +128,14 @@ class GraphicalModel:
 
     # marginal queries --------------------------------------------------------------------
     def project(self, attrs: Iterable[str]) -> np.ndarray:
-        """Model marginal on ``attrs`` as counts (flat, canonical order, sums to ``total``)."""
-        attrs = self.domain.canonical(attrs)
+        """Model marginal on ``attrs`` as counts (flat, row-major in the order given, sums to ``total``)."""
+        attrs = tuple(attrs)
+        canon = self.domain.canonical(attrs)
+        if canon != attrs:
+            if len(canon) != len(attrs):
+                raise ValueError(f"repeated attribute in {attrs}")
+            arr = self.project(canon).reshape(self.domain.sizes(canon))
+            return np.ascontiguousarray(arr.transpose([canon.index(a) for a in attrs])).ravel()
         hit = self._cache.get(attrs)
         if hit is not None:
             return hit
@@ -237,11 +246,7 @@ class GraphicalModel:
                 counts = self.project([a]).reshape(1, k)
                 group = np.zeros(n, dtype=np.int64)
             else:
-                m = self.project(par + [a])  # canonical over par ∪ {a}
-                canon = d.canonical(par + [a])
-                arr = m.reshape(d.sizes(canon))
-                ax_a = canon.index(a)
-                counts = np.moveaxis(arr, ax_a, -1).reshape(-1, k)
+                counts = self.project(par + [a]).reshape(-1, k)  # rows: par values, row-major
                 group = np.ravel_multi_index(tuple(out[:, col[u]] for u in par), d.sizes(par))
             out[:, col[a]] = _fill_groups(counts, group, rng, method)
         return out
@@ -254,7 +259,7 @@ def _einsum(factors, out_attrs, domain: Domain) -> np.ndarray:
         ops.append(arr)
         ops.append([letters.setdefault(a, len(letters)) for a in attrs])
     out = [letters.setdefault(a, len(letters)) for a in out_attrs]
-    res = np.einsum(*ops, out, optimize=True)
+    res = np.einsum(*ops, out, optimize=len(factors) > 2)
     return res.reshape(domain.sizes(out_attrs)) if out_attrs else res
 
 
