@@ -16,7 +16,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from .dataset import DataError, Dataset, read_table
 from .domain import Domain
 from .io import write_json, write_table
-from .privacy import BudgetExceededError, NEIGHBOURS
+from .privacy import NEIGHBOURS, BudgetExceededError
+from .workload import parse_workload
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Differentially private synthetic tables from noisy marginals.")
@@ -80,6 +81,7 @@ def synth(
         data = Dataset.from_frame(read_table(input), dom)
         kw: dict = {"seed": seed, "neighbour": neighbour}
         if method_l in ("aim", "mwem"):
+            parse_workload(workload, dom)  # fail before any budget is spent
             kw.update(workload=workload, max_model_size=max_model_size)
         mech = MECHANISMS[method_l](epsilon, delta, **kw)
     except (UsageProblem, DataError, ValueError, KeyError, FileNotFoundError, OSError) as e:

@@ -115,9 +115,11 @@ class _Objective:
             merged[r] = [(None, y, w) for y, w in ident] + rest
         self.groups = merged
 
-    def __call__(self, mu: list[np.ndarray], need_grad: bool = True):
+    def __call__(self, mu: list[np.ndarray]):
+        """(loss, gradient per measured clique, the model's marginal per measured clique)."""
         loss = self.const
         grads: dict[tuple[str, ...], np.ndarray] = {}
+        xs: dict[tuple[str, ...], np.ndarray] = {}
         for r, items in self.groups.items():
             i, ax, _ = self.where[r]
             x = (mu[i].sum(axis=ax) if ax else mu[i]).ravel()
@@ -125,19 +127,18 @@ class _Objective:
             for q, y, w in items:
                 res = (x if q is None else q @ x) - y
                 loss += w * float(res @ res)
-                if need_grad:
-                    gi = 2.0 * w * (res if q is None else q.T @ res)
-                    g = gi if g is None else g + gi
-            if need_grad:
-                grads[r] = g
-        return loss, grads
+                gi = 2.0 * w * (res if q is None else q.T @ res)
+                g = gi if g is None else g + gi
+            grads[r] = g
+            xs[r] = x
+        return loss, grads, xs
 
 
 def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: float | None = None,
              iters: int = 1000, tol: float = 1e-7, warm: dict | None = None,
              zeros: Iterable[StructuralZero] = (), weighting: str = "mle",
              extra_cliques: Iterable[Sequence[str]] = (),
-             step: float | None = None, grow: float = 2.0,
+             step: float | None = None, grow: float = 2.0, method: str = "md",
              callback: Callable[[int, float], None] | None = None) -> GraphicalModel:
     """Fit the graphical model minimising the Private-PGM loss (post-processing: no privacy cost).
 
@@ -161,64 +162,117 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     plan = _Plan(tree)
     obj = _Objective(domain, tree, measurements, weighting)
 
-    # potentials φ_r per measured clique; θ_C = Σ_{r→C} φ_r (+ -inf structural zeros)
-    phi: dict[tuple[str, ...], np.ndarray] = {}
-    for r in obj.groups:
-        phi[r] = np.zeros(domain.sizes(r))
-    theta = [np.zeros(s) for s in plan.shapes]
+    # potentials φ_r per measured clique; θ_C = Σ_{r→C} φ_r, plus -inf on structural zeros
+    phi: dict[tuple[str, ...], np.ndarray] = {r: np.zeros(domain.sizes(r)) for r in obj.groups}
     for key, val in (warm or {}).items():
         key = domain.canonical(key)
-        i = tree.find_clique(key)
-        if i is None:
+        if tree.find_clique(key) is None:
             continue
         val = np.asarray(val, dtype=float).reshape(domain.sizes(key))
         phi[key] = phi[key] + val if key in phi else val.copy()
-        theta[i] = theta[i] + val.reshape(broadcast_shape(domain, key, tree.cliques[i]))
+    base = [np.zeros(s) for s in plan.shapes]
     for z in zeros:
         key = domain.canonical(z.attrs)
         mask = z.mask.reshape(domain.sizes(z.attrs))
         if key != z.attrs:
             mask = mask.transpose([z.attrs.index(a) for a in key])
         i = tree.find_clique(key)
-        theta[i] = np.where(mask.reshape(broadcast_shape(domain, key, tree.cliques[i])), -np.inf, theta[i])
-    # clique → measured cliques assigned to it (for expanding gradients)
+        base[i] = np.where(mask.reshape(broadcast_shape(domain, key, tree.cliques[i])), -np.inf, base[i])
     assigned: list[list[tuple[tuple[str, ...], tuple[int, ...]]]] = [[] for _ in tree.cliques]
-    for r, (i, _, shape) in obj.where.items():
-        assigned[i].append((r, shape))
+    for r in phi:
+        i = tree.find_clique(r)
+        assigned[i].append((r, broadcast_shape(domain, r, tree.cliques[i])))
 
-    mu, _, _ = belief_propagation(plan, theta, total)
-    loss, grads = obj(mu)
+    def evaluate(params):
+        theta = []
+        for b, items in zip(base, assigned):
+            t = b
+            for r, shape in items:
+                t = t + params[r].reshape(shape)
+            theta.append(t)
+        mu, _, _ = belief_propagation(plan, theta, total)
+        return (theta, mu) + obj(mu)
+
+    # Diagonal preconditioner (method="precond"): per measured cell, the inverse curvature of the
+    # loss in log space, 1 / (2 Σω (x + s)). Near-empty cells then move by O(1) in log space per
+    # step (like iterative proportional fitting) instead of by O(ω·|y|·step), which is what makes
+    # plain mirror descent crawl when noisy counts of empty cells are negative.
+    curv = {r: 2.0 * sum(w * (1.0 if q is None else np.einsum("ij,ij->j", q, q)) for q, _, w in items)
+            for r, items in obj.groups.items()}
+    smooth = {r: 0.01 * total / max(1, domain.size(r)) for r in obj.groups}
+
+    def direction(grads, xs):
+        if method != "precond":
+            return grads
+        return {r: g / (curv[r] * (np.maximum(xs[r], 0.0) + smooth[r])) for r, g in grads.items()}
+
+    def step_from(params, grads, alpha):
+        return {r: (v - alpha * grads[r].reshape(v.shape) if r in grads else v) for r, v in params.items()}
+
+    def decrease(grads, xs0, xs1):  # ⟨∇L(μ0), μ0 − μ1⟩ through the measured marginals
+        return sum(float(np.vdot(g, xs0[r] - xs1[r])) for r, g in grads.items())
+
+    theta, mu, loss, grads, xs = evaluate(phi)
     history = [loss]
     converged = not obj.groups
     it = 0
     backtracked = False
+    alpha = step
     if obj.groups and loss > 0:
         # a step that moves each cell by about its residual (dμ/dθ ≈ μ ≤ N); warm starts reuse theirs
         wmax = max(w for items in obj.groups.values() for _, _, w in items)
         alpha = step if step is not None else 1.0 / (2.0 * wmax * total)
-        alpha /= 2.0  # doubled before the first try
+        alpha /= grow
+        if method not in ("md", "accelerated", "precond"):
+            raise ValueError("method must be 'md', 'accelerated' or 'precond'")
+        alpha_p = 0.5
+        import os
+        ptries = int(os.environ.get("PTRIES", 2))
+        pshrink = float(os.environ.get("PSHRINK", 0.25))
+        accel = method == "accelerated"
+        prev = phi  # previous iterate (momentum)
+        tk = 1.0
         for it in range(1, iters + 1):
-            theta0, mu0, loss0 = theta, mu, loss
-            gC = [None] * len(theta)
-            for i, items in enumerate(assigned):
-                for r, shape in items:
-                    g = grads[r].reshape(shape)
-                    gC[i] = g if gC[i] is None else gC[i] + g
-            alpha *= grow
-            grads0 = grads
-            for _ in range(25):
-                theta = [t if g is None else t - alpha * g for t, g in zip(theta0, gC)]
-                mu, _, _ = belief_propagation(plan, theta, total)
-                loss, grads = obj(mu)
-                dec = sum(_inner(g, m0 - m) for g, m0, m in zip(gC, mu0, mu) if g is not None)
-                if loss0 - loss >= 0.5 * alpha * dec:
-                    break
-                alpha *= 0.5
-                backtracked = True
-            for r in phi:
-                if r in grads0:
-                    phi[r] = phi[r] - alpha * grads0[r].reshape(phi[r].shape)
-            history.append(loss)
+            x_state = (phi, theta, mu, loss, grads, xs)
+            t_next = (1 + np.sqrt(1 + 4 * tk * tk)) / 2
+            beta = (tk - 1) / t_next if accel else 0.0
+            if beta > 0:
+                y = {r: v + beta * (v - prev[r]) for r, v in phi.items()}
+                _, mu_y, loss_y, grads_y, xs_y = evaluate(y)
+            else:
+                y, loss_y, grads_y, xs_y = phi, loss, grads, xs
+            ok = False
+            if method == "precond":
+                # try the preconditioned direction first; fall back to a mirror-descent step
+                alpha_p = min(alpha_p * grow, 1.0)
+                d_y = direction(grads_y, xs_y)
+                for _ in range(ptries):
+                    cand = step_from(y, d_y, alpha_p)
+                    theta_c, mu_c, loss_c, grads_c, xs_c = evaluate(cand)
+                    dec = decrease(grads_y, xs_y, xs_c)
+                    if dec > 0 and loss_y - loss_c >= 0.25 * dec:
+                        ok = True
+                        break
+                    alpha_p *= pshrink
+                alpha_p = max(alpha_p, 1e-3)
+            if not ok:
+                alpha *= grow
+                for _ in range(30):
+                    cand = step_from(y, grads_y, alpha)
+                    theta_c, mu_c, loss_c, grads_c, xs_c = evaluate(cand)
+                    if loss_y - loss_c >= 0.5 * alpha * decrease(grads_y, xs_y, xs_c):
+                        break
+                    alpha *= 0.5
+                    backtracked = True
+            if accel and loss_c > x_state[3]:
+                # adaptive restart: momentum made things worse; take no step, drop the momentum
+                tk, prev = 1.0, phi
+                history.append(loss)
+            else:
+                prev = phi
+                phi, theta, mu, loss, grads, xs = cand, theta_c, mu_c, loss_c, grads_c, xs_c
+                tk = t_next
+                history.append(loss)
             if callback is not None:
                 callback(it, loss)
             # the tolerance applies once the step size has found its scale (first backtrack)
@@ -230,7 +284,7 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
                 break
     model = GraphicalModel(domain, tree, theta, total, plan=plan, marginals=mu)
     model.potentials = phi
-    model.step_size = alpha if obj.groups and history[0] > 0 else step
+    model.step_size = alpha
     model.zeros = zeros
     model.info = FitInfo(loss=loss, iterations=it, seconds=time.perf_counter() - t0,
                          converged=converged, history=history)
