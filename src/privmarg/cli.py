@@ -131,5 +131,14 @@ def _one_line(e: BaseException) -> str:
     return " ".join(msg.split()) or type(e).__name__
 
 
+def _register_extensions() -> None:
+    from .evaluation.commands import register
+
+    register(app)
+
+
+_register_extensions()
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(app())
