@@ -1,5 +1,6 @@
 """Exactness of the estimation engine against brute force over the full joint table."""
 
+import functools
 import itertools
 from pathlib import Path
 
@@ -110,15 +111,15 @@ def random_case(seed, n_attrs):
 
 
 @pytest.mark.parametrize("kind", sorted(CLIQUE_SETS))
-@pytest.mark.parametrize("seed", [0, 1])
-def test_noiseless_measurements_reproduced_and_maxent(kind, seed):
+@pytest.mark.parametrize("seed,method", [(0, "precond"), (1, "precond"), (0, "md")])
+def test_noiseless_measurements_reproduced_and_maxent(kind, seed, method):
     cliques = CLIQUE_SETS[kind]
     n_attrs = max(4, len({a for c in cliques for a in c}))
     n_attrs = 5 if kind in ("overlapping",) else n_attrs
     rng, dom, P = random_case(seed, n_attrs + (1 if kind == "unmeasured" else 0))
     ms = [Measurement(c, joint_marginal(P, dom, c).reshape(dom.sizes(dom.canonical(c)))
                       .transpose([dom.canonical(c).index(a) for a in c]).ravel(), 1.0) for c in cliques]
-    model = estimate(dom, ms, total=1.0, iters=20000, tol=0)
+    model = estimate(dom, ms, total=1.0, iters=20000, tol=0, method=method)
     for c in cliques:
         np.testing.assert_allclose(model.project(dom.canonical(c)), joint_marginal(P, dom, c), atol=1e-6)
         # marginals come back in the order asked for
@@ -133,8 +134,8 @@ def test_noiseless_measurements_reproduced_and_maxent(kind, seed):
             np.testing.assert_allclose(model.project(attrs), joint_marginal(Q, dom, attrs), atol=1e-6)
 
 
-@pytest.mark.parametrize("kind", sorted(CLIQUE_SETS))
-def test_noisy_loss_matches_brute_force_optimum(kind):
+@functools.lru_cache(maxsize=None)
+def noisy_case(kind):
     cliques = CLIQUE_SETS[kind]
     rng, dom, P = random_case(7, 5)
     N = 1000.0
@@ -143,8 +144,14 @@ def test_noisy_loss_matches_brute_force_optimum(kind):
         sigma = float(rng.uniform(5, 30))
         y = joint_marginal(P, dom, c) * N + rng.normal(0, sigma, dom.size(c))
         ms.append(Measurement(dom.canonical(c), y, sigma))
-    model = estimate(dom, ms, total=N, iters=5000, tol=1e-10)
-    best = brute_force_loss(dom, ms, N)
+    return dom, ms, N, brute_force_loss(dom, ms, N)
+
+
+@pytest.mark.parametrize("kind", sorted(CLIQUE_SETS))
+@pytest.mark.parametrize("method", ["precond", "md"])
+def test_noisy_loss_matches_brute_force_optimum(kind, method):
+    dom, ms, N, best = noisy_case(kind)
+    model = estimate(dom, ms, total=N, iters=5000, tol=1e-10, method=method)
     ours = loss_of(dom, ms, model.project)
     assert abs(ours - model.info.loss) <= 1e-6 * max(1.0, ours)
     assert ours <= best * 1.001 + 1e-6, (ours, best)

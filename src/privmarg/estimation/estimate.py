@@ -138,7 +138,7 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
              iters: int = 1000, tol: float = 1e-7, warm: dict | None = None,
              zeros: Iterable[StructuralZero] = (), weighting: str = "mle",
              extra_cliques: Iterable[Sequence[str]] = (),
-             step: float | None = None, grow: float = 2.0, method: str = "md",
+             step: float | None = None, grow: float = 2.0, method: str = "precond",
              callback: Callable[[int, float], None] | None = None) -> GraphicalModel:
     """Fit the graphical model minimising the Private-PGM loss (post-processing: no privacy cost).
 
@@ -146,7 +146,9 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     ``iters``: cap on mirror-descent iterations; stops earlier once the loss improves by less than
     ``tol`` (relative) over 10 iterations. ``warm``: ``model.potentials`` of an earlier fit.
     ``zeros``: structural zeros, kept at exactly zero mass. ``step``: initial mirror-descent step
-    (pass ``model.step_size`` of the warm-start model). Returns a :class:`GraphicalModel` with
+    (pass ``model.step_size`` of the warm-start model). ``method``: ``"precond"`` (default: a
+    diagonally preconditioned step, falling back to mirror descent when it does not decrease the
+    loss enough) or ``"md"`` (entropic mirror descent with an Armijo line search, SPEC §3.6 A). Returns a :class:`GraphicalModel` with
     ``potentials`` (for warm starts) and ``info`` (loss, iterations, seconds).
     """
     t0 = time.perf_counter()
@@ -201,8 +203,12 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
             for r, items in obj.groups.items()}
     smooth = {r: 0.01 * total / max(1, domain.size(r)) for r in obj.groups}
 
+    if method not in ("md", "precond"):
+        raise ValueError("method must be 'md' or 'precond'")
+    precond = method == "precond"
+
     def direction(grads, xs):
-        if method != "precond":
+        if not precond:
             return grads
         return {r: g / (curv[r] * (np.maximum(xs[r], 0.0) + smooth[r])) for r, g in grads.items()}
 
@@ -223,60 +229,37 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
         wmax = max(w for items in obj.groups.values() for _, _, w in items)
         alpha = step if step is not None else 1.0 / (2.0 * wmax * total)
         alpha /= grow
-        if method not in ("md", "accelerated", "precond"):
-            raise ValueError("method must be 'md', 'accelerated' or 'precond'")
-        alpha_p = 0.5
-        import os
-        ptries = int(os.environ.get("PTRIES", 2))
-        pshrink = float(os.environ.get("PSHRINK", 0.25))
-        accel = method == "accelerated"
-        prev = phi  # previous iterate (momentum)
-        tk = 1.0
+        alpha_p = 0.5  # relative step along the preconditioned direction (1 = a full diagonal Newton step)
         for it in range(1, iters + 1):
-            x_state = (phi, theta, mu, loss, grads, xs)
-            t_next = (1 + np.sqrt(1 + 4 * tk * tk)) / 2
-            beta = (tk - 1) / t_next if accel else 0.0
-            if beta > 0:
-                y = {r: v + beta * (v - prev[r]) for r, v in phi.items()}
-                _, mu_y, loss_y, grads_y, xs_y = evaluate(y)
-            else:
-                y, loss_y, grads_y, xs_y = phi, loss, grads, xs
             ok = False
-            if method == "precond":
-                # try the preconditioned direction first; fall back to a mirror-descent step
+            if precond:
+                # try the preconditioned direction first; fall back to a plain mirror-descent step
                 alpha_p = min(alpha_p * grow, 1.0)
-                d_y = direction(grads_y, xs_y)
-                for _ in range(ptries):
-                    cand = step_from(y, d_y, alpha_p)
+                d = direction(grads, xs)
+                for _ in range(2):
+                    cand = step_from(phi, d, alpha_p)
                     theta_c, mu_c, loss_c, grads_c, xs_c = evaluate(cand)
-                    dec = decrease(grads_y, xs_y, xs_c)
-                    if dec > 0 and loss_y - loss_c >= 0.25 * dec:
+                    dec = decrease(grads, xs, xs_c)
+                    if dec > 0 and loss - loss_c >= 0.25 * dec:
                         ok = True
                         break
-                    alpha_p *= pshrink
+                    alpha_p *= 0.25
                 alpha_p = max(alpha_p, 1e-3)
             if not ok:
                 alpha *= grow
                 for _ in range(30):
-                    cand = step_from(y, grads_y, alpha)
+                    cand = step_from(phi, grads, alpha)
                     theta_c, mu_c, loss_c, grads_c, xs_c = evaluate(cand)
-                    if loss_y - loss_c >= 0.5 * alpha * decrease(grads_y, xs_y, xs_c):
+                    if loss - loss_c >= 0.5 * alpha * decrease(grads, xs, xs_c):
                         break
                     alpha *= 0.5
                     backtracked = True
-            if accel and loss_c > x_state[3]:
-                # adaptive restart: momentum made things worse; take no step, drop the momentum
-                tk, prev = 1.0, phi
-                history.append(loss)
-            else:
-                prev = phi
-                phi, theta, mu, loss, grads, xs = cand, theta_c, mu_c, loss_c, grads_c, xs_c
-                tk = t_next
-                history.append(loss)
+            phi, theta, mu, loss, grads, xs = cand, theta_c, mu_c, loss_c, grads_c, xs_c
+            history.append(loss)
             if callback is not None:
                 callback(it, loss)
             # the tolerance applies once the step size has found its scale (first backtrack)
-            if backtracked and it >= 10 and history[-11] - loss <= tol * max(loss, 1e-300):
+            if (backtracked or precond) and it >= 10 and history[-11] - loss <= tol * max(loss, 1e-300):
                 converged = True
                 break
             if loss <= 1e-30 * total**2:

@@ -1,5 +1,43 @@
-"""Utility metrics of synthetic tables."""
+"""Utility metrics of synthetic tables, the evaluation report and the CLI commands behind them.
 
-from .metrics import workload_error
+Metrics take ``(real, synthetic)`` :class:`~privmarg.dataset.Dataset` objects on one domain; see
+:mod:`privmarg.evaluation.metrics` (marginal, geometric and query metrics), :mod:`.ml` (ML
+efficacy) and :mod:`.report` (all of them at once, JSON + HTML).
+"""
 
-__all__ = ["workload_error"]
+from .metrics import (
+    CountingQueries,
+    ThresholdQueries,
+    conditional_query_error,
+    counting_query_error,
+    covariance_error,
+    embed,
+    marginal_distances,
+    range_query_error,
+    sw1_2way,
+    thresholding_query_error,
+    tv_kway,
+    tv_per_marginal,
+    workload_error,
+)
+from .ml import ml_efficacy
+from .report import evaluate, render_html
+
+__all__ = [
+    "CountingQueries",
+    "ThresholdQueries",
+    "conditional_query_error",
+    "counting_query_error",
+    "covariance_error",
+    "embed",
+    "evaluate",
+    "marginal_distances",
+    "ml_efficacy",
+    "range_query_error",
+    "render_html",
+    "sw1_2way",
+    "thresholding_query_error",
+    "tv_kway",
+    "tv_per_marginal",
+    "workload_error",
+]

@@ -1,0 +1,327 @@
+"""Evaluation report: every metric of a synthetic table, as a dict (JSON) and a self-contained HTML page.
+
+:func:`evaluate` computes the metrics; :func:`render_html` draws the plots (real vs synthetic 1-way
+distributions, the worst 2-way marginals, correlation heatmaps side by side, error per metric) and
+embeds them as base64 PNG, so the page is one file with no external resources.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..dataset import Dataset
+from ..workload import all_kway
+from .metrics import (
+    conditional_query_error,
+    counting_query_error,
+    covariance_error,
+    embed,
+    range_query_error,
+    sw1_2way,
+    thresholding_query_error,
+    tv_per_marginal,
+    workload_error,
+)
+
+#: scalar metrics shown in the "error per metric" plot, with a one-line meaning each
+METRIC_INFO = {
+    "tv_1way": "mean total variation of 1-way marginals, in [0, 1]",
+    "tv_2way": "mean total variation of 2-way marginals, in [0, 1] (PrivPGD Eq. 11)",
+    "l1_2way": "mean L1 of normalised 2-way marginals (= 2·tv_2way; PrivPGD reference code)",
+    "sw1_2way": "mean sliced W1 of embedded 2-way marginals (PrivPGD Eq. 10)",
+    "workload_error_3way": "mean L1 of normalised 3-way marginals, in [0, 2] (AIM workload error)",
+    "covariance_error": "relative Frobenius error of embedded covariances (PrivPGD)",
+    "counting_query_error": "relative mean error, 200 3-sparse interval counting queries",
+    "thresholding_query_error": "relative mean error, 200 3-sparse linear threshold queries",
+    "range_query_error": "mean |error| of 1000 3-way range/point queries, fraction of rows (Chen et al.)",
+    "conditional_query_error": "weighted TV of conditional distributions over key groups, in [0, 1]",
+}
+
+ALL_METRICS = tuple(METRIC_INFO) + ("ml_efficacy",)
+
+
+def _key(t: Sequence[str]) -> str:
+    return "|".join(t)
+
+
+def evaluate(real: Dataset, synthetic: Dataset, *, test: Dataset | None = None, target: str | None = None,
+             metrics: Sequence[str] | None = None, seed: int = 0, numeric: Sequence[str] = (),
+             ml_models: Sequence[str] | None = None, ml_baseline: bool = True, query_data: str = "real",
+             worst: int = 6, ml_train: Dataset | None = None, ml_task: str = "auto") -> dict:
+    """All metrics of ``synthetic`` against ``real`` as a JSON-ready dict.
+
+    Top level: one float per metric in :data:`METRIC_INFO` (those asked for in ``metrics``; default
+    all), ``ml_efficacy`` when ``test`` and ``target`` are given (see :func:`ml.ml_efficacy`; with
+    ``ml_baseline`` also trained on ``real``), plus details: ``tv_per_column``, ``worst_2way`` (the
+    ``worst`` 2-way marginals by TV), ``rows_real``/``rows_synthetic`` and ``metric_seconds``.
+    ``range_query_error`` is computed against ``test`` when ``query_data="test"`` and a test split is
+    given (as in the benchmark paper), else against ``real``. ``numeric`` lists the attributes that get
+    range (not point) queries. ``ml_train`` replaces ``synthetic`` as the ML training table (e.g. a
+    subsample, for speed); ``ml_task`` is ``auto``, ``classification`` or ``regression``.
+    """
+    wanted = set(ALL_METRICS if metrics is None else metrics)
+    unknown = wanted - set(ALL_METRICS)
+    if unknown:
+        raise ValueError(f"unknown metric(s) {sorted(unknown)}: choose from {', '.join(ALL_METRICS)}")
+    dom = real.domain
+    out: dict = {"rows_real": len(real), "rows_synthetic": len(synthetic), "columns": list(dom.attrs)}
+    secs: dict[str, float] = {}
+
+    def timed(name, fn):
+        t0 = time.perf_counter()
+        val = fn()
+        secs[name] = time.perf_counter() - t0
+        return val
+
+    tv1 = timed("tv_1way", lambda: tv_per_marginal(real, synthetic, 1))
+    out["tv_per_column"] = {k[0]: v for k, v in tv1.items()}
+    if "tv_1way" in wanted:
+        out["tv_1way"] = float(np.mean(list(tv1.values())))
+    if len(dom) >= 2 and wanted & {"tv_2way", "l1_2way"}:
+        tv2 = timed("tv_2way", lambda: tv_per_marginal(real, synthetic, 2))
+        mean2 = float(np.mean(list(tv2.values())))
+        if "tv_2way" in wanted:
+            out["tv_2way"] = mean2
+        if "l1_2way" in wanted:
+            out["l1_2way"] = 2.0 * mean2
+        top = sorted(tv2.items(), key=lambda kv: -kv[1])[:worst]
+        out["worst_2way"] = [{"attrs": list(k), "tv": v} for k, v in top]
+    if "sw1_2way" in wanted:
+        out["sw1_2way"] = timed("sw1_2way", lambda: sw1_2way(real, synthetic, seed=seed))
+    if "workload_error_3way" in wanted:
+        out["workload_error_3way"] = timed("workload_error_3way",
+                                           lambda: workload_error(real, synthetic, all_kway(dom, 3)))
+    if "covariance_error" in wanted:
+        out["covariance_error"] = timed("covariance_error", lambda: covariance_error(real, synthetic))
+    if "counting_query_error" in wanted:
+        out["counting_query_error"] = timed("counting_query_error",
+                                            lambda: counting_query_error(real, synthetic, seed=seed))
+    if "thresholding_query_error" in wanted:
+        out["thresholding_query_error"] = timed("thresholding_query_error",
+                                                lambda: thresholding_query_error(real, synthetic, seed=seed))
+    if "range_query_error" in wanted:
+        ref = test if (query_data == "test" and test is not None) else real
+        out["range_query_error"] = timed("range_query_error",
+                                         lambda: range_query_error(ref, synthetic, seed=seed, numeric=numeric))
+    if "conditional_query_error" in wanted and len(dom) >= 2:
+        out["conditional_query_error"] = timed("conditional_query_error",
+                                               lambda: conditional_query_error(real, synthetic))
+    if "ml_efficacy" in wanted and test is not None and target is not None:
+        from .ml import DEFAULT_MODELS, ml_efficacy
+
+        out["ml_efficacy"] = timed("ml_efficacy", lambda: ml_efficacy(
+            synthetic if ml_train is None else ml_train, test, target, models=ml_models or DEFAULT_MODELS,
+            task=ml_task, seed=seed, real_train=real if ml_baseline else None))
+    out["metric_seconds"] = secs
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# plots
+# ------------------------------------------------------------------------------------------
+def _png(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+REAL_C, SYN_C = "#1f77b4", "#ff7f0e"
+
+
+def plot_1way(real: Dataset, synthetic: Dataset, tv: dict[str, float], ncols: int = 4):
+    """Real vs synthetic 1-way distributions, one panel per column."""
+    plt = _plt()
+    dom = real.domain
+    d = len(dom)
+    nrows = math.ceil(d / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 2.6 * nrows), squeeze=False)
+    for i, a in enumerate(dom.attrs):
+        ax = axes[i // ncols][i % ncols]
+        k = dom.shape[i]
+        p = np.bincount(real.codes[:, i], minlength=k) / len(real)
+        q = np.bincount(synthetic.codes[:, i], minlength=k) / len(synthetic)
+        x = np.arange(k)
+        if k <= 40:
+            ax.bar(x - 0.2, p, 0.4, color=REAL_C, label="real")
+            ax.bar(x + 0.2, q, 0.4, color=SYN_C, label="synthetic")
+        else:
+            ax.step(x, p, where="mid", color=REAL_C, label="real")
+            ax.step(x, q, where="mid", color=SYN_C, label="synthetic", alpha=0.8)
+        ax.set_title(f"{a}  (TV {tv.get(a, float('nan')):.3f})", fontsize=9)
+        ax.tick_params(labelsize=7)
+        if i == 0:
+            ax.legend(fontsize=7)
+    for j in range(d, nrows * ncols):
+        axes[j // ncols][j % ncols].axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def plot_worst_2way(real: Dataset, synthetic: Dataset, worst: list[dict]):
+    """The 2-way marginals with the largest TV: real | synthetic | synthetic − real, one row each."""
+    plt = _plt()
+    dom = real.domain
+    fig, axes = plt.subplots(len(worst), 3, figsize=(12, 3.2 * len(worst)), squeeze=False)
+    for r, item in enumerate(worst):
+        a, b = item["attrs"]
+        i, j = dom.attrs.index(a), dom.attrs.index(b)
+        ki, kj = dom.shape[i], dom.shape[j]
+        p = np.bincount(real.codes[:, i] * kj + real.codes[:, j], minlength=ki * kj).reshape(ki, kj) / len(real)
+        q = np.bincount(synthetic.codes[:, i] * kj + synthetic.codes[:, j],
+                        minlength=ki * kj).reshape(ki, kj) / len(synthetic)
+        vmax = max(p.max(), q.max()) or 1.0
+        lim = np.abs(q - p).max() or 1.0
+        for c, (mat, title, kw) in enumerate([
+            (p, "real", dict(cmap="viridis", vmin=0, vmax=vmax)),
+            (q, "synthetic", dict(cmap="viridis", vmin=0, vmax=vmax)),
+            (q - p, "synthetic − real", dict(cmap="RdBu_r", vmin=-lim, vmax=lim)),
+        ]):
+            ax = axes[r][c]
+            im = ax.imshow(mat, aspect="auto", interpolation="nearest", origin="lower", **kw)
+            ax.set_xlabel(b, fontsize=8)
+            ax.set_ylabel(a, fontsize=8)
+            ax.set_title(f"{title}" + (f"   (TV {item['tv']:.3f})" if c == 0 else ""), fontsize=9)
+            ax.tick_params(labelsize=7)
+            fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    return fig
+
+
+def _corr(data: Dataset) -> np.ndarray:
+    x = embed(data)
+    x = x - x.mean(axis=0)
+    sd = np.sqrt((x * x).mean(axis=0))
+    c = (x.T @ x / len(x)) / np.outer(sd, sd)
+    c = np.nan_to_num(c)
+    np.fill_diagonal(c, 1.0)
+    return c
+
+
+def plot_correlations(real: Dataset, synthetic: Dataset):
+    """Pearson correlations of the embedded codes: real | synthetic | difference."""
+    plt = _plt()
+    dom = real.domain
+    cr, cs = _corr(real), _corr(synthetic)
+    d = len(dom)
+    size = max(4.0, 0.35 * d)
+    fig, axes = plt.subplots(1, 3, figsize=(3 * size + 2, size))
+    lim = np.abs(cs - cr).max() or 1.0
+    for ax, mat, title, kw in [
+        (axes[0], cr, "real", dict(vmin=-1, vmax=1)),
+        (axes[1], cs, "synthetic", dict(vmin=-1, vmax=1)),
+        (axes[2], cs - cr, "synthetic − real", dict(vmin=-lim, vmax=lim)),
+    ]:
+        im = ax.imshow(mat, cmap="RdBu_r", interpolation="nearest", **kw)
+        ax.set_title(title, fontsize=10)
+        ax.set_xticks(range(d))
+        ax.set_yticks(range(d))
+        ax.set_xticklabels(dom.attrs, rotation=90, fontsize=7)
+        ax.set_yticklabels(dom.attrs, fontsize=7)
+        fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    return fig
+
+
+def plot_errors(result: dict):
+    """One bar per scalar metric (log scale), value printed next to it."""
+    plt = _plt()
+    names = [m for m in METRIC_INFO if isinstance(result.get(m), (int, float)) and math.isfinite(result[m])]
+    vals = [result[m] for m in names]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(names) + 1))
+    pos = np.arange(len(names))[::-1]
+    floor = min([v for v in vals if v > 0], default=1e-6) / 10
+    ax.barh(pos, [max(v, floor) for v in vals], color="#4c72b0")
+    ax.set_xscale("log")
+    ax.set_yticks(pos)
+    ax.set_yticklabels(names, fontsize=9)
+    for y, v in zip(pos, vals):
+        ax.text(max(v, floor), y, f" {v:.3g}", va="center", fontsize=8)
+    ax.set_xlabel("error (log scale; lower is better)")
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------
+# HTML
+# ------------------------------------------------------------------------------------------
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1250px;color:#222}
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
+th{background:#f4f4f4}td.num{text-align:right;font-family:monospace}img{max-width:100%}
+.note{color:#666;font-size:.85em}
+"""
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return html.escape(str(v))
+
+
+def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str = "Synthetic data report",
+                sources: dict | None = None) -> str:
+    """A self-contained HTML page for a result of :func:`evaluate` (plots as base64 PNG)."""
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    if sources:
+        parts.append("<table>" + "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+                                         for k, v in sources.items()) + "</table>")
+    parts.append(f"<p>{result['rows_real']} real rows, {result['rows_synthetic']} synthetic rows, "
+                 f"{len(result['columns'])} columns.</p>")
+    parts.append("<h2>Metrics</h2><table><tr><th>metric</th><th>value</th><th>meaning</th></tr>")
+    for m, info in METRIC_INFO.items():
+        if m in result:
+            parts.append(f"<tr><td>{m}</td><td class='num'>{_fmt(result[m])}</td><td>{html.escape(info)}</td></tr>")
+    parts.append("</table>")
+    run = result.get("run")
+    if run:
+        parts.append("<h2>Run that produced the data</h2><table>" + "".join(
+            f"<tr><th>{html.escape(k)}</th><td class='num'>{_fmt(v)}</td></tr>" for k, v in run.items()) + "</table>")
+    ml = result.get("ml_efficacy")
+    if ml:
+        parts.append(f"<h2>ML efficacy (target {html.escape(ml['target'])}, {ml['task']})</h2>")
+        keys = ["error", "accuracy", "f1", "auc"] if ml["task"] == "classification" else ["mse", "r2"]
+        parts.append("<table><tr><th>model</th><th>trained on</th>" + "".join(f"<th>{k}</th>" for k in keys)
+                     + "<th>seconds</th></tr>")
+        for name, res in ml["models"].items():
+            for src, sc in res.items():
+                parts.append(f"<tr><td>{name}</td><td>{src}</td>" + "".join(
+                    f"<td class='num'>{_fmt(sc.get(k))}</td>" for k in keys)
+                    + f"<td class='num'>{_fmt(sc.get('seconds'))}</td></tr>")
+        parts.append("</table>")
+        for name, note in ml.get("skipped", {}).items():
+            parts.append(f"<p class='note'>{html.escape(name)}: {html.escape(note)}</p>")
+    figs = [("Error per metric", plot_errors(result))]
+    figs.append(("Real vs synthetic 1-way distributions", plot_1way(real, synthetic, result["tv_per_column"])))
+    if result.get("worst_2way"):
+        figs.append(("Worst 2-way marginals (largest TV)", plot_worst_2way(real, synthetic, result["worst_2way"])))
+    if len(real.domain) >= 2:
+        figs.append(("Correlations of the embedded codes", plot_correlations(real, synthetic)))
+    for name, fig in figs:
+        parts.append(f"<h2>{html.escape(name)}</h2><img alt='{html.escape(name)}' "
+                     f"src='data:image/png;base64,{_png(fig)}'>")
+    parts.append("<p class='note'>Metric definitions: SPEC §2 and §11; lower is better for every error."
+                 "</p></body></html>")
+    return "".join(parts)
