@@ -27,8 +27,16 @@ demo: venv
 test: venv
 	$(BIN)/python -m pytest -q tests
 
+SNVENV := .venv-snsynth
+
+# Peers for side-by-side benchmarks: mbi 2.0.0 in the main venv; smartnoise-synth needs mbi<2 and
+# pandas<3, so it gets a venv of its own (benchmarks/peers.py runs it there as a worker).
 bench-deps: venv
 	$(BIN)/pip install -q -e '.[bench]'
+	$(PY) -m venv $(SNVENV)
+	$(SNVENV)/bin/pip install -q --upgrade pip
+	$(SNVENV)/bin/pip install -q torch==2.13.0
+	$(SNVENV)/bin/pip install -q smartnoise-synth==1.0.8 mbi==1.1.0 'pandas<3'
 
 clean:
-	rm -rf $(VENV) $(OUTDIR)
+	rm -rf $(VENV) $(SNVENV) $(OUTDIR)

@@ -152,7 +152,8 @@ def mbi_estimate(
         trace: record ``[(iteration, seconds, loss), ...]`` even without callback.
         stepsize: fixed step size (disables mbi's Armijo line search).
         oracle: name of an ``mbi.marginal_oracles`` function, e.g.
-            ``"message_passing_hugin"``; default lets mbi pick (CPU: Shafer-Shenoy).
+            ``"message_passing_shafer_shenoy"``; default lets mbi pick (CPU, no
+            constraints: ``message_passing_hugin``).
 
     Returns:
         dict(loss=OUR loss of the final model, seconds=estimation wall time,

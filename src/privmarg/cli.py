@@ -15,8 +15,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .dataset import DataError, Dataset, read_table
 from .domain import Domain
-from .io import write_json, write_table
+from .io import write_json, write_table, write_text
 from .privacy import NEIGHBOURS, BudgetExceededError
+from .schema import DRAFT_WARNING, Schema, draft_schema
 from .workload import parse_workload
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -44,8 +45,10 @@ def main() -> None:
 
 @app.command()
 def synth(
-    input: Path = typer.Argument(..., help="CSV or Parquet table of integer codes"),
-    domain: Optional[Path] = typer.Option(None, "--domain", help='JSON {"column": size, ...}'),
+    input: Path = typer.Argument(..., help="CSV or Parquet table: integer codes (--domain) or raw values (--schema)"),
+    domain: Optional[Path] = typer.Option(None, "--domain", help='JSON {"column": size, ...} for integer-coded input'),
+    schema: Optional[Path] = typer.Option(None, "--schema", help="public schema (JSON or YAML) for a raw table"),
+    drop_unknown: bool = typer.Option(False, "--drop-unknown", help="drop input columns the schema/domain does not name"),
     method: str = typer.Option("aim", "--method", help="aim, mst, mwem or independent"),
     epsilon: float = typer.Option(1.0, "--epsilon", help="privacy epsilon (> 0)"),
     delta: float = typer.Option(1e-9, "--delta", help="privacy delta, in (0, 1)"),
@@ -75,10 +78,18 @@ def synth(
             raise UsageProblem("--rows must be >= 0")
         if not str(output).lower().endswith((".csv", ".csv.gz", ".parquet", ".pq")):
             raise UsageProblem(f"{output}: output must end in .csv, .csv.gz or .parquet")
-        if domain is None:
-            raise UsageProblem("--domain DOMAIN.json is required for integer-coded input")
-        dom = Domain.from_json(domain)
-        data = Dataset.from_frame(read_table(input), dom)
+        if (domain is None) == (schema is None):
+            raise UsageProblem("give either --schema SCHEMA.json (raw table) or --domain DOMAIN.json (integer codes)")
+        if schema is not None:
+            from .preprocess import TableEncoder
+
+            sch = Schema.load(schema)
+            dom = sch.max_domain()  # column names for checking the workload; sizes are fixed by fit
+            data = read_table(input)
+            TableEncoder(sch, drop_unknown=drop_unknown).validate(data)  # bad input: fail before any budget
+        else:
+            dom = Domain.from_json(domain)
+            data = Dataset.from_frame(read_table(input), dom, drop_unknown=drop_unknown)
         kw: dict = {"seed": seed, "neighbour": neighbour}
         if method_l in ("aim", "mwem"):
             parse_workload(workload, dom)  # fail before any budget is spent
@@ -95,7 +106,10 @@ def synth(
             def progress(spent: float, total: float, msg: str) -> None:
                 bar.update(task, completed=spent / total, msg=msg[:60])
 
-            mech.fit(data, progress=progress)
+            if schema is not None:
+                mech.fit(data, sch, progress=progress, drop_unknown=drop_unknown)
+            else:
+                mech.fit(data, progress=progress)
             bar.update(task, completed=1.0, msg="sampling")
             synthetic = mech.sample(rows)
         write_table(synthetic, output)
@@ -109,6 +123,35 @@ def synth(
     err.print(f"wrote {len(synthetic)} rows to {output}" + (f", report to {report}" if report else ""))
 
 
+schema_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Public schemas for raw tables.")
+app.add_typer(schema_app, name="schema")
+
+
+@schema_app.command("draft")
+def schema_draft(
+    input: Path = typer.Argument(..., help="CSV or Parquet table (raw values)"),
+    output: Path = typer.Option(..., "--output", "-o", help="schema file to write (.json, .yaml or .yml)"),
+) -> None:
+    """Write a starting schema read off INPUT. Its bounds and categories come from the PRIVATE data:
+    replace them with public knowledge before any release."""
+    try:
+        if not str(output).lower().endswith((".json", ".yaml", ".yml")):
+            raise UsageProblem(f"{output}: the schema must end in .json, .yaml or .yml")
+        spec, notes = draft_schema(read_table(input))
+        if str(output).lower().endswith((".yaml", ".yml")):
+            import yaml
+
+            write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), output)
+        else:
+            write_json(spec, output)
+    except (UsageProblem, DataError, ValueError, OSError, ImportError) as e:
+        _fail(_one_line(e))
+    err.print(f"wrote a draft schema for {len(spec['columns'])} column(s) to {output}", highlight=False)
+    for note in notes:
+        err.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    err.print(f"[bold yellow]WARNING:[/] {DRAFT_WARNING}", highlight=False, soft_wrap=True)
+
+
 def build_report(mech, method: str, rows: int, seconds: float) -> dict:
     """The JSON report: privacy ledger (each rho recomputable), measurements, size, time, memory."""
     out = {
@@ -120,6 +163,8 @@ def build_report(mech, method: str, rows: int, seconds: float) -> dict:
         "fit_seconds": float(mech.fit_seconds_),
         "peak_memory_mb": _peak_memory_mb(),
     }
+    if getattr(mech, "encoder_", None) is not None:
+        out["preprocessing"] = mech.encoder_.report()
     if getattr(mech, "log_", None):
         out["rounds"] = [{k: v for k, v in r.items() if k not in ("candidates", "candidate_weights")}
                          for r in mech.log_]

@@ -38,6 +38,14 @@ def write_table(df: pd.DataFrame, path: str | Path) -> None:
         raise ValueError(f"{path}: output must end in .csv, .csv.gz or .parquet")
 
 
+def write_text(text: str, path: str | Path) -> None:
+    def w(tmp):
+        with open(tmp, "w") as fh:
+            fh.write(text)
+
+    _atomic(Path(path), w)
+
+
 def write_json(obj: Any, path: str | Path) -> None:
     def w(tmp):
         with open(tmp, "w") as fh:

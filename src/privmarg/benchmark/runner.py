@@ -24,7 +24,7 @@ import traceback
 from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -117,9 +117,6 @@ def run_cell(cell: Cell, options: dict) -> dict:
     try:
         train, test = load_cell_data(cell)
         factory = resolve(cell.method.method)
-        hook = options.get("_test_hook")
-        if hook:
-            resolve(hook)(cell)
         exact = _reset_peak()
         rss0 = _rss_mb("VmRSS")
         c0, t0 = time.process_time(), time.perf_counter()
@@ -150,7 +147,7 @@ def run_cell(cell: Cell, options: dict) -> dict:
         e0 = time.perf_counter()
         metrics = evaluate(train, synth, test=test, target=ds.target, metrics=options.get("metrics"), seed=0,
                            numeric=ds.numeric, ml_models=options.get("ml_models"),
-                           ml_baseline=False, query_data="real", worst=3, ml_train=ml_train, ml_task=ds.task)
+                           ml_baseline=False, query_data="test", worst=3, ml_train=ml_train, ml_task=ds.task)
         rec["timing"]["eval_seconds"] = time.perf_counter() - e0
         metrics.pop("columns", None)
         rec["metrics"] = metrics
@@ -272,8 +269,14 @@ def _run_pool(config, workers, pending, crashes, opts, outcome, bar, task, mp, c
                     break
                 if any(sus for _, sus in inflight.values()):
                     break
+                try:
+                    fut = ex.submit(run_cell, cell, opts)
+                except BrokenProcessPool:  # a worker died since the last wait: handled below
+                    break
                 pending.popleft()
-                inflight[ex.submit(run_cell, cell, opts)] = (cell, suspect)
+                inflight[fut] = (cell, suspect)
+            if not inflight:  # the pool broke before anything could be submitted
+                return True
             done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
             lost = []
             for fut in done:
@@ -332,10 +335,11 @@ def _record(config: BenchConfig, rec: dict, outcome: Outcome, bar, task) -> None
 
 
 def cell_table(config: BenchConfig) -> list[dict]:
-    """Every cell of ``config`` with its key and whether it is finished (for ``--dry-run``)."""
+    """Every cell of ``config``: key, whether finished, and why it would be skipped (for ``--dry-run``)."""
     done = finished_keys(config.results_path)
-    return [{"key": c.key, "done": c.key in done, **{k: v for k, v in asdict(c).items() if k in ("epsilon", "seed")}}
-            for c in config.cells()]
+    avail = {m: check_available(m) for m in {c.method.method for c in config.cells()}}
+    return [{"key": c.key, "done": c.key in done, "epsilon": c.epsilon, "seed": c.seed,
+             "skip": "" if avail[c.method.method][0] else avail[c.method.method][1]} for c in config.cells()]
 
 
 __all__ = ["Outcome", "cell_table", "load_cell_data", "run_benchmark", "run_cell", "split_dataset"]

@@ -38,6 +38,7 @@ class FitInfo:
     seconds: float
     converged: bool
     history: list[float] = field(default_factory=list)
+    evaluations: int = 0  # belief-propagation passes
 
 
 def estimate_total(measurements: Sequence[Measurement], domain: Domain) -> float:
@@ -185,7 +186,10 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
         i = tree.find_clique(r)
         assigned[i].append((r, broadcast_shape(domain, r, tree.cliques[i])))
 
+    n_eval = [0]
+
     def evaluate(params):
+        n_eval[0] += 1
         theta = []
         for b, items in zip(base, assigned):
             t = b
@@ -233,18 +237,15 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
         for it in range(1, iters + 1):
             ok = False
             if precond:
-                # try the preconditioned direction first; fall back to a plain mirror-descent step
+                # one try along the preconditioned direction; on failure shrink its step and fall
+                # back to a plain mirror-descent step (a second try costs more than it gains)
                 alpha_p = min(alpha_p * grow, 1.0)
-                d = direction(grads, xs)
-                for _ in range(2):
-                    cand = step_from(phi, d, alpha_p)
-                    theta_c, mu_c, loss_c, grads_c, xs_c = evaluate(cand)
-                    dec = decrease(grads, xs, xs_c)
-                    if dec > 0 and loss - loss_c >= 0.25 * dec:
-                        ok = True
-                        break
-                    alpha_p *= 0.25
-                alpha_p = max(alpha_p, 1e-3)
+                cand = step_from(phi, direction(grads, xs), alpha_p)
+                theta_c, mu_c, loss_c, grads_c, xs_c = evaluate(cand)
+                dec = decrease(grads, xs, xs_c)
+                ok = dec > 0 and loss - loss_c >= 0.25 * dec
+                if not ok:
+                    alpha_p = max(alpha_p * 0.25, 1e-3)
             if not ok:
                 alpha *= grow
                 for _ in range(30):
@@ -270,7 +271,7 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     model.step_size = alpha
     model.zeros = zeros
     model.info = FitInfo(loss=loss, iterations=it, seconds=time.perf_counter() - t0,
-                         converged=converged, history=history)
+                         converged=converged, history=history, evaluations=n_eval[0])
     return model
 
 

@@ -276,6 +276,17 @@ class CountingQueries:
         self.real_answers = np.asarray(answers)
         self.tries = tries
 
+    @classmethod
+    def from_queries(cls, real: Dataset, attrs: Sequence[Sequence[int]],
+                     bounds: Sequence[Sequence[tuple[int, int]]]) -> "CountingQueries":
+        """A given query set: ``attrs[j]`` column indices, ``bounds[j]`` inclusive ``(l, u)`` per column."""
+        self = cls.__new__(cls)
+        self.attrs = [tuple(int(a) for a in at) for at in attrs]
+        self.bounds = [tuple((int(l), int(u)) for l, u in b) for b in bounds]
+        self.tries = len(self.attrs)
+        self.real_answers = self.answer(real)
+        return self
+
     @staticmethod
     def _answer(cols, attrs, bounds, n) -> float:
         mask = None
@@ -328,6 +339,18 @@ class ThresholdQueries:
             answers.append(float(np.count_nonzero(proj > t)) / len(real))
         self.real_answers = np.asarray(answers)
         self.domain = dom
+
+    @classmethod
+    def from_queries(cls, real: Dataset, attrs: Sequence[Sequence[int]], weights: Sequence[Sequence[float]],
+                     thresholds: Sequence[float]) -> "ThresholdQueries":
+        """A given query set: column indices, their weights ``θ`` and thresholds ``t`` (embedding space)."""
+        self = cls.__new__(cls)
+        self.domain = real.domain
+        self.attrs = [tuple(int(a) for a in at) for at in attrs]
+        self.weights = [np.asarray(w, dtype=float) for w in weights]
+        self.thresholds = [float(t) for t in thresholds]
+        self.real_answers = self.answer(real)
+        return self
 
     @staticmethod
     def _project(cols, attrs, w, dom) -> np.ndarray:

@@ -61,8 +61,9 @@ def evaluate(real: Dataset, synthetic: Dataset, *, test: Dataset | None = None, 
     all), ``ml_efficacy`` when ``test`` and ``target`` are given (see :func:`ml.ml_efficacy`; with
     ``ml_baseline`` also trained on ``real``), plus details: ``tv_per_column``, ``worst_2way`` (the
     ``worst`` 2-way marginals by TV), ``rows_real``/``rows_synthetic`` and ``metric_seconds``.
-    ``range_query_error`` is computed against ``test`` when ``query_data="test"`` and a test split is
-    given (as in the benchmark paper), else against ``real``. ``numeric`` lists the attributes that get
+    The benchmark-paper metrics (``range_query_error``, ``conditional_query_error``) are computed
+    against ``test`` when ``query_data="test"`` and a test split is given (as Chen et al. do), else
+    against ``real``; every other metric compares with ``real``. ``numeric`` lists the attributes that get
     range (not point) queries. ``ml_train`` replaces ``synthetic`` as the ML training table (e.g. a
     subsample, for speed); ``ml_task`` is ``auto``, ``classification`` or ``regression``.
     """
@@ -106,13 +107,13 @@ def evaluate(real: Dataset, synthetic: Dataset, *, test: Dataset | None = None, 
     if "thresholding_query_error" in wanted:
         out["thresholding_query_error"] = timed("thresholding_query_error",
                                                 lambda: thresholding_query_error(real, synthetic, seed=seed))
+    ref = test if (query_data == "test" and test is not None) else real
     if "range_query_error" in wanted:
-        ref = test if (query_data == "test" and test is not None) else real
         out["range_query_error"] = timed("range_query_error",
                                          lambda: range_query_error(ref, synthetic, seed=seed, numeric=numeric))
     if "conditional_query_error" in wanted and len(dom) >= 2:
         out["conditional_query_error"] = timed("conditional_query_error",
-                                               lambda: conditional_query_error(real, synthetic))
+                                               lambda: conditional_query_error(ref, synthetic))
     if "ml_efficacy" in wanted and test is not None and target is not None:
         from .ml import DEFAULT_MODELS, ml_efficacy
 
@@ -130,7 +131,7 @@ def _png(fig) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
@@ -172,13 +173,15 @@ def plot_1way(real: Dataset, synthetic: Dataset, tv: dict[str, float], ncols: in
             ax.legend(fontsize=7)
     for j in range(d, nrows * ncols):
         axes[j // ncols][j % ncols].axis("off")
-    fig.tight_layout()
+    fig.subplots_adjust(hspace=0.45, wspace=0.25)
     return fig
 
 
 def plot_worst_2way(real: Dataset, synthetic: Dataset, worst: list[dict]):
     """The 2-way marginals with the largest TV: real | synthetic | synthetic − real, one row each."""
     plt = _plt()
+    from matplotlib.colors import PowerNorm
+
     dom = real.domain
     fig, axes = plt.subplots(len(worst), 3, figsize=(12, 3.2 * len(worst)), squeeze=False)
     for r, item in enumerate(worst):
@@ -190,9 +193,10 @@ def plot_worst_2way(real: Dataset, synthetic: Dataset, worst: list[dict]):
                         minlength=ki * kj).reshape(ki, kj) / len(synthetic)
         vmax = max(p.max(), q.max()) or 1.0
         lim = np.abs(q - p).max() or 1.0
+        norm = PowerNorm(0.5, vmin=0, vmax=vmax)  # square-root scale: small cells stay visible
         for c, (mat, title, kw) in enumerate([
-            (p, "real", dict(cmap="viridis", vmin=0, vmax=vmax)),
-            (q, "synthetic", dict(cmap="viridis", vmin=0, vmax=vmax)),
+            (p, "real (√ scale)", dict(cmap="viridis", norm=norm)),
+            (q, "synthetic (√ scale)", dict(cmap="viridis", norm=norm)),
             (q - p, "synthetic − real", dict(cmap="RdBu_r", vmin=-lim, vmax=lim)),
         ]):
             ax = axes[r][c]
@@ -201,8 +205,11 @@ def plot_worst_2way(real: Dataset, synthetic: Dataset, worst: list[dict]):
             ax.set_ylabel(a, fontsize=8)
             ax.set_title(f"{title}" + (f"   (TV {item['tv']:.3f})" if c == 0 else ""), fontsize=9)
             ax.tick_params(labelsize=7)
-            fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
+            if c == 1:  # one colour bar for the two distributions, one for the difference
+                fig.colorbar(im, ax=[axes[r][0], axes[r][1]], fraction=0.03, pad=0.02)
+            elif c == 2:
+                fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.subplots_adjust(hspace=0.45, wspace=0.5)
     return fig
 
 
@@ -237,7 +244,7 @@ def plot_correlations(real: Dataset, synthetic: Dataset):
         ax.set_xticklabels(dom.attrs, rotation=90, fontsize=7)
         ax.set_yticklabels(dom.attrs, fontsize=7)
         fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
+    fig.subplots_adjust(wspace=0.45)
     return fig
 
 
@@ -256,7 +263,6 @@ def plot_errors(result: dict):
     for y, v in zip(pos, vals):
         ax.text(max(v, floor), y, f" {v:.3g}", va="center", fontsize=8)
     ax.set_xlabel("error (log scale; lower is better)")
-    fig.tight_layout()
     return fig
 
 

@@ -82,14 +82,16 @@ class ThresholdConstraint:
         self.epsilon = epsilon
         self.delta = delta
         self.rho = rho
-        self.estimate_ = None if estimate is None else np.atleast_1d(np.asarray(estimate, dtype=float))
-        if self.estimate_ is not None and not isinstance(theta, dict):
+        self.estimate = None if estimate is None else np.atleast_1d(np.asarray(estimate, dtype=float))
+        self.estimate_ = self.estimate
+        if not isinstance(theta, dict):
             self._theta_np = np.atleast_2d(np.asarray(theta, dtype=float))
 
     # -- budget / release ---------------------------------------------------------------------
     @property
     def needs_release(self) -> bool:
-        return self.estimate_ is None
+        """True unless a (public) ``estimate`` was given: then fitting must release ``ŝ``."""
+        return self.estimate is None
 
     def rho_cost(self) -> float:
         """zCDP charged by :meth:`release`: ``rho`` if given, else ``cdp_rho(epsilon, delta)``."""

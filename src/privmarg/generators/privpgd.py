@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -107,11 +108,54 @@ def grid_centres(sizes: Sequence[int]) -> np.ndarray:
     return np.stack([a.ravel() for a in mesh], axis=-1)
 
 
+_POOL: Any = None
+
+
+def _keysort_rows(a: np.ndarray, out: np.ndarray) -> None:
+    """Row-wise argsort of ``a`` (2-D) into ``out`` (int64) by sorting packed 64-bit keys.
+
+    Key = order-preserving 32-bit image of the float32 value (high word) | column index (low
+    word), so one SIMD integer sort yields the permutation; ties (and float64 values equal in
+    float32) go by index. About 1.5–2× faster than ``np.argsort`` and 4–8× faster than
+    ``torch.sort`` on CPU.
+    """
+    n = a.shape[-1]
+    b = np.ascontiguousarray(a, dtype=np.float32).view(np.int32)
+    u = b ^ ((b >> 31) | np.int32(-(2**31)))  # negatives: flip all bits; positives: flip the sign bit
+    k = u.view(np.uint32).astype(np.uint64)
+    k <<= np.uint64(32)
+    k |= np.arange(n, dtype=np.uint64)
+    k.sort(axis=-1)
+    out[...] = k.view(np.uint32)[:, 0::2]  # little endian: the low word (the index) comes first
+
+
 def _argsort(x: torch.Tensor) -> torch.Tensor:
-    """Argsort along the last axis (numpy's SIMD quicksort on CPU, torch on accelerators)."""
-    if x.device.type == "cpu":
-        return torch.from_numpy(np.argsort(x.detach().numpy(), axis=-1))
-    return torch.argsort(x, dim=-1)
+    """Argsort along the last axis (int64): packed-key numpy sort on CPU, ``torch.argsort`` elsewhere.
+
+    On CPU with ``torch.get_num_threads() > 1`` the rows are split over a thread pool (numpy
+    releases the GIL while sorting).
+    """
+    if x.device.type != "cpu":
+        return torch.argsort(x, dim=-1)
+    global _POOL
+    a = x.detach().numpy()
+    n = a.shape[-1]
+    if n >= 2**32 or sys.byteorder != "little":  # pragma: no cover - keys hold 32-bit indices
+        return torch.from_numpy(np.argsort(a, axis=-1))
+    rows = a.reshape(-1, n)
+    out = np.empty(rows.shape, dtype=np.int64)
+    threads = torch.get_num_threads()
+    if threads > 1 and rows.size >= 1 << 20 and rows.shape[0] > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if _POOL is None or _POOL._max_workers != threads:
+            _POOL = ThreadPoolExecutor(threads)
+        bounds = np.linspace(0, rows.shape[0], min(threads, rows.shape[0]) + 1).astype(int)
+        list(_POOL.map(lambda ij: _keysort_rows(rows[ij[0]:ij[1]], out[ij[0]:ij[1]]),
+                       zip(bounds[:-1], bounds[1:])))
+    else:
+        _keysort_rows(rows, out)
+    return torch.from_numpy(out.reshape(a.shape))
 
 
 def _directions(shape: tuple[int, ...], gen: torch.Generator, device, dtype) -> torch.Tensor:
@@ -154,7 +198,7 @@ def project_signed_measures(
     gamma: float = 0.8,
     seed: int | np.random.SeedSequence | None = None,
     device: Any = None,
-    tol: float = 1e-9,
+    tol: float = 2e-9,
     max_elements: int = 1 << 21,
 ) -> list[np.ndarray]:
     """Project signed measures ``v`` (one per marginal) onto the simplex by minimising sliced W1.
@@ -166,8 +210,9 @@ def project_signed_measures(
 
     Batched: marginals are grouped by arity and padded to a common size (padding cells are
     copies of the first cell with zero mass in both measures, which leaves every W1 unchanged).
-    ``tol``: a CDF gap ``|U_j - V_j| <= tol`` is treated as zero (subgradient 0 of ``|.|`` at 0), so
-    a measure that is already a probability vector is a fixed point despite rounding.
+    ``tol``: a CDF gap ``|U_j - V_j| <= tol · n`` is treated as zero (subgradient 0 of ``|.|`` at 0),
+    so a measure that is already a probability vector is a fixed point despite rounding and the
+    ``1e-9`` of the log-initialisation (``n`` = cells of the marginal).
     """
     device = resolve_device(device)
     dtype = torch.float64
@@ -246,11 +291,11 @@ def _project_chunk(values, sizes, valid, *, iters, num_projections, lr, step, ga
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=step, gamma=gamma)
     neg_inf = torch.tensor(-math.inf, dtype=dtype, device=device)
     if r == 1:
-        # in 1-D every unit direction is +-1 and W1 is the same for both: no sampling, fixed order
-        L = 1
-        idx = _argsort(X_t[..., 0]).unsqueeze(1)  # (B, 1, n)
-        zs = torch.gather(X_t[..., 0].unsqueeze(1), -1, idx)
-        gaps = zs.diff(dim=-1)
+        # in 1-D every unit direction is +1 or -1 (equally likely): use both, exactly, no sampling
+        L = 2
+        z = torch.stack([X_t[..., 0], -X_t[..., 0]], dim=1)  # (B, 2, n)
+        idx = _argsort(z)
+        gaps = torch.gather(z, -1, idx).diff(dim=-1)
     else:
         L = num_projections
     for _ in range(iters):
@@ -262,11 +307,12 @@ def _project_chunk(values, sizes, valid, *, iters, num_projections, lr, step, ga
         with torch.no_grad():
             u = torch.softmax(torch.where(OK_t, eta, neg_inf), dim=-1)
             w = (u - V_t).unsqueeze(1).expand(B, L, n)
-            c = torch.gather(w, -1, idx).cumsum(-1)[..., :-1]
-            s = torch.where(c.abs() > tol, torch.sign(c), torch.zeros((), dtype=dtype, device=device)) * gaps
-            # d loss / d w_sorted[k] = sum_{j >= k} s_j (k < n-1), 0 for the last rank
-            g_sorted = torch.zeros((B, L, n), dtype=dtype, device=device)
-            g_sorted[..., :-1] = s.flip(-1).cumsum(-1).flip(-1)
+            c = torch.gather(w, -1, idx).cumsum_(-1)[..., :-1]
+            s = torch.sign(c).mul_(c.abs() > tol * n).mul_(gaps)
+            # d loss / d w_sorted[k] = sum_{j >= k} s_j for k < n-1 (0 for the last rank)
+            cs = s.cumsum(-1)
+            tot = cs[..., -1:]
+            g_sorted = torch.cat([tot, tot - cs], dim=-1)  # (B, L, n): tot - sum_{j<k} s_j
             g = torch.zeros((B, n), dtype=dtype, device=device)
             g.scatter_add_(-1, idx.reshape(B, L * n), g_sorted.reshape(B, L * n))
             g /= L

@@ -30,7 +30,7 @@ class AIM(Mechanism):
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
                  max_model_size: float = 80.0, rounds: int | None = None, alpha: float = 0.9,
-                 iters: int = 1000, final_iters: int = 2500, tol: float = 1e-6, **kw):
+                 iters: int = 100, final_iters: int = 1000, tol: float = 1e-4, **kw):
         super().__init__(epsilon, delta, **kw)
         if not 0 < alpha < 1:
             raise ValueError("alpha must be in (0, 1)")
@@ -47,7 +47,7 @@ class AIM(Mechanism):
     def _fit(self, data: Dataset) -> None:
         dom = data.domain
         acc = self.accountant_
-        rho = acc.rho_total
+        rho = self.rho_available_  # the budget left after any DP preprocessing
         workload = parse_workload(self.workload, dom)
         self.workload_ = workload
         weights = downward_closure(workload, dom)
@@ -65,14 +65,14 @@ class AIM(Mechanism):
         oneway = [r for r in cands if len(r) == 1]
         for r in oneway:
             self.measure(data, r, sigma, what=f"AIM init 1-way {r[0]}")
-        self._progress(acc.rho_spent, rho, "AIM: 1-way marginals measured")
+        self._progress(self.rho_used_, rho, "AIM: 1-way marginals measured")
         model = estimate(dom, self.measurements_, total=self.total_, iters=self.iters, tol=self.tol, zeros=zeros)
         zero_cliques = [z.attrs for z in zeros]
         t = 0
         terminate = False
         while not terminate:
             t += 1
-            remaining = rho - acc.rho_spent
+            remaining = rho - self.rho_used_
             round_cost = d2**2 / (2 * sigma**2) + eps**2 / 8
             if remaining < 2 * round_cost:
                 if remaining <= 1e-12 * rho:
@@ -81,7 +81,7 @@ class AIM(Mechanism):
                 eps = math.sqrt(8 * (1 - alpha) * remaining)
                 terminate = True
             round_cost = d2**2 / (2 * sigma**2) + eps**2 / 8
-            size_limit = self.max_model_size * (acc.rho_spent + round_cost) / rho
+            size_limit = self.max_model_size * (self.rho_used_ + round_cost) / rho
             measured = [m.attrs for m in self.measurements_] + zero_cliques
             cand_t = self._candidates(dom, cands, model, measured, size_limit)
             scores = np.array([
@@ -101,15 +101,17 @@ class AIM(Mechanism):
                 "candidate_weights": [weights[c] for c in cand_t],
                 "model_error_selected": float(np.abs(m.y - before).sum()),
                 "model_size_mb": model.size_mb(),
+                "estimation_iterations": model.info.iterations,
+                "estimation_seconds": model.info.seconds,
             })
-            self._progress(acc.rho_spent, rho, f"AIM round {t}: measured {','.join(r_t)}")
+            self._progress(self.rho_used_, rho, f"AIM round {t}: measured {','.join(r_t)}")
             if np.abs(model.project(r_t) - before).sum() <= _SQRT_2_OVER_PI * sigma * dom.size(r_t):
                 sigma /= 2
                 eps *= 2
         self.model_ = estimate(dom, self.measurements_, total=self.total_, iters=self.final_iters,
                                tol=self.tol / 10, warm=model.potentials, step=model.step_size, zeros=zeros)
         self.rounds_ = t
-        self._progress(acc.rho_spent, rho, "AIM: done")
+        self._progress(self.rho_used_, rho, "AIM: done")
 
     def _candidates(self, dom, cands: Sequence[tuple[str, ...]], model, measured, size_limit) -> list:
         """Candidates whose addition keeps the model within ``size_limit`` MB, plus free ones."""

@@ -4,6 +4,12 @@ Conventions (scikit-learn style): parameters in ``__init__``, validated there; `
 spends the whole budget once; ``sample(rows)`` is post-processing and may be called any number of
 times. Randomness: one generator for privacy noise, an independent one for sampling records, both
 spawned from ``seed``.
+
+Raw tables: ``fit(dataframe, schema)`` (a :class:`~privmarg.schema.Schema`, a schema dict or file)
+encodes the table with a :class:`~privmarg.preprocess.TableEncoder` first. When the schema asks for
+a DP preprocessing step (PrivTree binning, rare merging), ``preprocess_share`` of the budget is
+charged for it to the same accountant; the mechanism then plans with what is left,
+``rho_available_`` (``rho_total`` otherwise), and ``sample()`` decodes to the schema's types.
 """
 
 from __future__ import annotations
@@ -12,20 +18,21 @@ import math
 import time
 import tracemalloc
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..dataset import DataError, Dataset
+from ..dataset import DataError, Dataset, read_table
 from ..domain import Domain
 from ..estimation import GraphicalModel, Measurement, StructuralZero
 from ..privacy import Accountant, cdp_rho, check_neighbour, gaussian_mechanism, marginal_l2, noise_rngs
 
-Progress = Callable[[float, float, str], None]  # (rho_spent, rho_total, message)
+Progress = Callable[[float, float, str], None]  # (rho spent by the mechanism, rho it plans with, message)
 
 
-def as_dataset(data: Any, domain: Any = None) -> Dataset:
+def as_dataset(data: Any, domain: Any = None, *, drop_unknown: bool = False) -> Dataset:
     """Accept a Dataset, or a DataFrame / 2-d array of integer codes with a Domain or size dict."""
     if isinstance(data, Dataset):
         return data
@@ -33,8 +40,10 @@ def as_dataset(data: Any, domain: Any = None) -> Dataset:
         raise ValueError("a domain is needed to fit integer-coded data")
     if isinstance(domain, Mapping):
         domain = Domain.from_dict(domain)
+    elif isinstance(domain, (str, Path)):
+        domain = Domain.from_json(domain)
     if isinstance(data, pd.DataFrame):
-        return Dataset.from_frame(data, domain)
+        return Dataset.from_frame(data, domain, drop_unknown=drop_unknown)
     return Dataset(np.asarray(data), domain)
 
 
@@ -44,12 +53,15 @@ class Mechanism:
     default_neighbour = "add_remove"
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, rho: float | None = None,
-                 neighbour: str | None = None, seed: int | None = None):
+                 neighbour: str | None = None, seed: int | None = None, preprocess_share: float = 0.1):
         self.epsilon = epsilon
         self.delta = delta
         self.rho = rho
         self.neighbour = check_neighbour(neighbour or self.default_neighbour)
         self.seed = seed
+        if not 0 < preprocess_share < 1:
+            raise ValueError(f"preprocess_share must be in (0, 1), got {preprocess_share}")
+        self.preprocess_share = float(preprocess_share)
         self.rho_total = self._calibrate()
 
     def _calibrate(self) -> float:
@@ -65,12 +77,34 @@ class Mechanism:
 
     # fitting --------------------------------------------------------------------------------
     def fit(self, data: Any, domain: Any = None, *, zeros: list[StructuralZero] | None = None,
-            progress: Progress | None = None) -> "Mechanism":
-        """Spend the whole budget on ``data`` (integer codes over ``domain``); returns ``self``."""
-        dataset = as_dataset(data, domain)
-        self.domain_ = dataset.domain
+            progress: Progress | None = None, drop_unknown: bool = False) -> "Mechanism":
+        """Spend the whole budget on ``data``; returns ``self``.
+
+        ``data`` holds integer codes over ``domain`` (a Domain, size dict or domain file), or is a raw
+        table (DataFrame or CSV/Parquet path) when ``domain`` is a schema (Schema, dict or file);
+        ``drop_unknown`` drops data columns the schema does not name (an error otherwise).
+        """
+        from ..schema import as_schema
+
+        schema = as_schema(domain) if domain is not None and not isinstance(domain, Domain) else None
         self.accountant_ = Accountant(self.rho_total, self.neighbour, self.epsilon, self.delta)
         self.noise_rng_, self.sample_rng_ = noise_rngs(self.seed)
+        self.schema_, self.encoder_ = schema, None
+        if schema is not None:
+            from ..preprocess import TableEncoder
+
+            frame = read_table(data) if isinstance(data, (str, Path)) else data
+            if not isinstance(frame, pd.DataFrame):
+                raise DataError("with a schema, data must be a DataFrame or a CSV/Parquet file")
+            self.encoder_ = TableEncoder(schema, drop_unknown=drop_unknown)
+            rho_pre = self.preprocess_share * self.rho_total if schema.needs_dp else 0.0
+            dataset = self.encoder_.fit_encode(frame, self.accountant_, rho_pre, self.noise_rng_)
+        else:
+            dataset = as_dataset(data, domain, drop_unknown=drop_unknown)
+        # the mechanism plans with the budget preprocessing left (all of it without DP preprocessing)
+        self.rho_preprocess_ = self.accountant_.rho_spent
+        self.rho_available_ = self.rho_total - self.rho_preprocess_
+        self.domain_ = dataset.domain
         self.measurements_: list[Measurement] = []
         self.log_: list[dict] = []
         self.zeros_ = list(zeros or [])
@@ -84,6 +118,11 @@ class Mechanism:
 
     def _fit(self, data: Dataset) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    @property
+    def rho_used_(self) -> float:
+        """Budget the mechanism itself has spent so far (the accountant's, less preprocessing)."""
+        return self.accountant_.rho_spent - self.rho_preprocess_
 
     @property
     def total_(self) -> float | None:
@@ -113,9 +152,13 @@ class Mechanism:
         rows = self.default_rows() if rows is None else int(rows)
         return self.model_.synthetic_data(rows, self.sample_rng_)
 
-    def sample(self, rows: int | None = None) -> pd.DataFrame:
-        """A synthetic table with the fitted domain's columns (post-processing: free)."""
+    def sample(self, rows: int | None = None, *, midpoint: bool = False) -> pd.DataFrame:
+        """A synthetic table (post-processing: free): integer codes over the fitted domain, or, when
+        fitted with a schema, the schema's columns and dtypes (numeric values drawn within their bin,
+        or its midpoint with ``midpoint=True``)."""
         codes = self.sample_codes(rows)
+        if getattr(self, "encoder_", None) is not None:
+            return self.encoder_.decode(codes, self.sample_rng_, midpoint=midpoint)
         return pd.DataFrame(codes, columns=list(self.domain_.attrs))
 
     # reporting -----------------------------------------------------------------------------

@@ -22,8 +22,8 @@ class Independent(Mechanism):
 
     def _fit(self, data: Dataset) -> None:
         dom = data.domain
-        sigma = marginal_l2(self.neighbour) * math.sqrt(len(dom) / (2 * self.rho_total))
+        sigma = marginal_l2(self.neighbour) * math.sqrt(len(dom) / (2 * self.rho_available_))
         for a in dom.attrs:
             self.measure(data, (a,), sigma, what=f"1-way {a}")
-            self._progress(self.accountant_.rho_spent, self.rho_total, f"measured {a}")
+            self._progress(self.rho_used_, self.rho_available_, f"measured {a}")
         self.model_ = estimate(dom, self.measurements_, total=self.total_, iters=self.iters, zeros=self.zeros_)

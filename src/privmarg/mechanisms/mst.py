@@ -34,7 +34,7 @@ class MST(Mechanism):
     def _fit(self, data: Dataset) -> None:
         dom = data.domain
         acc = self.accountant_
-        rho = acc.rho_total
+        rho = self.rho_available_  # the budget left after any DP preprocessing
         d = len(dom)
         d2 = marginal_l2(self.neighbour)
         sigma = d2 * math.sqrt(3 / (2 * rho))
@@ -45,7 +45,7 @@ class MST(Mechanism):
             y = gaussian_mechanism(acc, data.project([a]), s1, d2, self.noise_rng_, what=f"MST 1-way {a}")
             ones.append(Measurement((a,), y, s1))
         self.measurements_ = list(ones)
-        self._progress(acc.rho_spent, rho, "MST: 1-way marginals measured")
+        self._progress(self.rho_used_, rho, "MST: 1-way marginals measured")
         # 2) compress rare values using the released 1-way answers only
         self.supports_ = {}
         cdata, cdom, cones = data, dom, ones
@@ -66,7 +66,7 @@ class MST(Mechanism):
         self.edges_ = edges
         self.model_ = estimate(cdom, cones + twos, total=self.total_, iters=self.final_iters, tol=self.tol,
                                zeros=self.zeros_ if not self.supports_ else ())
-        self._progress(acc.rho_spent, rho, "MST: done")
+        self._progress(self.rho_used_, rho, "MST: done")
 
     def _compress(self, data: Dataset, ones: list[Measurement], s: float):
         """Keep values whose noisy count is ≥ 3s; merge the rest into one extra value (SPEC §5 step 2)."""
@@ -113,7 +113,7 @@ class MST(Mechanism):
             for k, v in comp.items():
                 if v == old:
                     comp[k] = new
-            self._progress(self.accountant_.rho_spent, self.rho_total, f"MST: edge {a}-{b}")
+            self._progress(self.rho_used_, self.rho_available_, f"MST: edge {a}-{b}")
         return edges
 
     def sample_codes(self, rows: int | None = None) -> np.ndarray:

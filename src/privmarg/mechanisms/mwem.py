@@ -45,7 +45,7 @@ class MWEM(Mechanism):
         cands = [c for c, w in weights.items() if w > 0]
         answers = {r: data.project(r) for r in cands}
         T = self.rounds or len(dom)
-        rho_t = self.rho_total / T
+        rho_t = self.rho_available_ / T  # the budget left after any DP preprocessing
         sigma = marginal_l2(self.neighbour) * math.sqrt(1 / (2 * self.alpha * rho_t))
         eps = math.sqrt(8 * (1 - self.alpha) * rho_t)
         zero_cliques = [z.attrs for z in self.zeros_]
@@ -64,5 +64,5 @@ class MWEM(Mechanism):
             model = estimate(dom, self.measurements_, total=self.total_, iters=self.iters, tol=self.tol,
                              warm=model.potentials, step=model.step_size, zeros=self.zeros_)
             self.log_.append({"round": t, "selected": list(r_t), "sigma": sigma, "epsilon": eps})
-            self._progress(acc.rho_spent, self.rho_total, f"MWEM round {t}: measured {','.join(r_t)}")
+            self._progress(self.rho_used_, self.rho_available_, f"MWEM round {t}: measured {','.join(r_t)}")
         self.model_ = model

@@ -1,0 +1,403 @@
+"""Raw tables ↔ integer codes: validation, binning, rare merging, decoding (issue #6, SPEC §9).
+
+:class:`TableEncoder` turns a mixed-type DataFrame into a :class:`~privmarg.dataset.Dataset` over a
+:class:`~privmarg.domain.Domain` fixed by the public :class:`~privmarg.schema.Schema` and, only where
+the schema asks for them, by DP preprocessing steps charged to the caller's accountant:
+
+* numeric/datetime columns: uniform bins on the public bounds (free) or PrivTree bins (DP);
+* categorical columns: the public value list (+ a reserved "other" value when ``other: true``),
+  optionally with DP rare-category merging;
+* ``missing: true`` columns: nulls are one more value, the last code.
+
+Codes of a column: its bins / kept values in order, then the merged-rare group (if any), then missing.
+Decoding draws numeric values uniformly within their bin (or takes the bin midpoint), rounds integers,
+restores datetimes, categories and missing values, and draws merged rare categories uniformly from
+their group.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..dataset import DataError, Dataset
+from ..domain import Domain
+from ..privacy import Accountant, BudgetExceededError
+from ..schema import ColumnSpec, Schema, as_schema, value_key
+from ..schema.model import DATETIME_UNITS
+from .binning import bin_index, privtree_edges, uniform_edges
+from .merging import RARE_THRESHOLD, rare_categories
+
+__all__ = ["ColumnCodec", "TableEncoder"]
+
+_TRUE = {"true", "t", "yes", "y", "1"}
+_FALSE = {"false", "f", "no", "n", "0"}
+
+
+@dataclass
+class ColumnCodec:
+    """How one column is coded: bins (``edges``) or kept base values plus a merged group."""
+
+    spec: ColumnSpec
+    edges: np.ndarray | None = None  # numeric columns
+    kept: np.ndarray | None = None  # categorical/boolean: base codes kept as their own code, in order
+    group: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64))  # merged rare values
+    base_to_code: np.ndarray | None = None
+
+    @property
+    def n_main(self) -> int:
+        """Codes before the missing value."""
+        if self.edges is not None:
+            return len(self.edges) - 1
+        return len(self.kept) + int(len(self.group) > 0)
+
+    @property
+    def missing_code(self) -> int | None:
+        return self.n_main if self.spec.missing else None
+
+    @property
+    def size(self) -> int:
+        return self.n_main + int(self.spec.missing)
+
+    def labels(self) -> list:
+        """Base values of a categorical/boolean column (index = base code)."""
+        s = self.spec
+        if s.type == "boolean":
+            return [False, True]
+        return list(s.values) + ([s.other_label] if s.other else [])
+
+    def report(self) -> dict:
+        out: dict[str, Any] = {"type": self.spec.type, "size": self.size}
+        if self.edges is not None:
+            out["binning"] = self.spec.binning
+            out["edges"] = [float(e) for e in self.edges]
+        elif len(self.group):
+            labels = self.labels()
+            out["merged"] = [_jsonable(labels[i]) for i in self.group]
+        return out
+
+
+def _jsonable(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+class TableEncoder:
+    """Encode raw tables for a :class:`Schema`; decode synthetic codes back to its types.
+
+    ``fit(df, accountant, rho_budget, rng)`` spends exactly ``rho_budget`` (split equally over the
+    columns asking for PrivTree or rare merging) when the schema asks for a DP step, and nothing,
+    without reading ``df``, otherwise: the encoding then depends on the schema alone.
+    """
+
+    def __init__(self, schema: Any, *, drop_unknown: bool = False, rare_threshold: float = RARE_THRESHOLD):
+        s = as_schema(schema)
+        if s is None:
+            raise TypeError("TableEncoder needs a Schema, a schema dict or a schema file")
+        self.schema: Schema = s
+        self.drop_unknown = bool(drop_unknown)
+        self.rare_threshold = float(rare_threshold)
+
+    # ------------------------------------------------------------------------------ fitting
+    def fit(self, df: pd.DataFrame | None = None, accountant: Accountant | None = None, rho_budget: float = 0.0,
+            rng: np.random.Generator | None = None) -> "TableEncoder":
+        """Fix the encoding: public steps from the schema; DP steps (if asked for) from ``df``, charged."""
+        self._fit(df, accountant, rho_budget, rng)
+        return self
+
+    def fit_encode(self, df: pd.DataFrame, accountant: Accountant | None = None, rho_budget: float = 0.0,
+                   rng: np.random.Generator | None = None) -> Dataset:
+        """:meth:`fit` then :meth:`encode` on the same table, validating it once (before any charge)."""
+        prepared = self._prepare(df)
+        self._fit(df, accountant, rho_budget, rng, prepared=prepared)
+        return self._encode_prepared(prepared)
+
+    def _fit(self, df, accountant, rho_budget, rng, prepared=None) -> None:
+        dp_cols = [c for c in self.schema if c.dp_step]
+        self.rho_spent_ = 0.0
+        if dp_cols:
+            if df is None:
+                raise ValueError("the schema asks for DP preprocessing (privtree binning or merge_rare): "
+                                 "fit needs the data, an accountant and a budget")
+            if accountant is None or rng is None or not (rho_budget > 0 and math.isfinite(rho_budget)):
+                raise ValueError("DP preprocessing (privtree binning or merge_rare) needs an accountant, a "
+                                 f"generator and a positive budget, got rho_budget={rho_budget!r}")
+            if not accountant.can_afford(rho_budget):
+                raise BudgetExceededError(
+                    f"preprocessing budget rho={rho_budget:.6g} exceeds what the accountant has left "
+                    f"({accountant.rho_remaining:.6g})")
+            if prepared is None:
+                prepared = self._prepare(df)  # every check before the first charge
+        rho_col = rho_budget / len(dp_cols) if dp_cols else 0.0
+        spent0 = accountant.rho_spent if accountant is not None else 0.0
+        codecs = []
+        for col in self.schema:
+            if col.numeric:
+                if col.dp_step == "privtree":
+                    x = prepared[col.name]
+                    edges = privtree_edges(accountant, x[~np.isnan(x)], col, rho_col, rng)
+                else:
+                    edges = uniform_edges(col)
+                codecs.append(ColumnCodec(col, edges=edges))
+                continue
+            k = col.base_size
+            group = np.array([], dtype=np.int64)
+            if col.dp_step == "merge":
+                group = rare_categories(accountant, prepared[col.name], k, rho_col, rng,
+                                        threshold=self.rare_threshold, what=f"rare-category counts {col.name}")
+            in_group = np.zeros(k, dtype=bool)
+            in_group[group] = True
+            kept = np.flatnonzero(~in_group)
+            base_to_code = np.full(k, len(kept), dtype=np.int64)
+            base_to_code[kept] = np.arange(len(kept))
+            codecs.append(ColumnCodec(col, kept=kept, group=group, base_to_code=base_to_code))
+        if accountant is not None:
+            self.rho_spent_ = accountant.rho_spent - spent0
+        self.codecs_ = {c.spec.name: c for c in codecs}
+        self.domain = Domain(self.schema.names, [c.size for c in codecs])
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "codecs_"):
+            raise RuntimeError("TableEncoder is not fitted: call fit() first")
+
+    # ------------------------------------------------------------------------------ encoding
+    def encode(self, df: pd.DataFrame) -> Dataset:
+        """Validate ``df`` and return its codes (raises :class:`DataError` naming column and problem)."""
+        self._check_fitted()
+        return self._encode_prepared(self._prepare(df))
+
+    def validate(self, df: pd.DataFrame) -> None:
+        """Check ``df`` against the schema (columns, emptiness, types, nulls, categories); raises
+        :class:`DataError` naming the column and the problem. Reads no more than :meth:`encode`."""
+        self._prepare(df)
+
+    def _encode_prepared(self, prepared: dict[str, np.ndarray]) -> Dataset:
+        self._check_fitted()
+        cols = []
+        for name in self.schema.names:
+            c = self.codecs_[name]
+            v = prepared[name]
+            if c.edges is not None:
+                miss = np.isnan(v)
+                code = np.empty(len(v), dtype=np.int64)
+                code[~miss] = bin_index(v[~miss], c.edges)
+            else:
+                miss = v < 0
+                code = np.empty(len(v), dtype=np.int64)
+                code[~miss] = c.base_to_code[v[~miss]]
+            if miss.any():
+                code[miss] = c.missing_code
+            cols.append(code)
+        return Dataset(np.column_stack(cols), self.domain, validate=False)
+
+    def _prepare(self, df: pd.DataFrame) -> dict[str, np.ndarray]:
+        """Check columns, emptiness and every value; numeric columns → clipped floats (NaN = missing),
+        categorical/boolean → base codes (-1 = missing)."""
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
+        names = self.schema.names
+        cols = [str(c) for c in df.columns]
+        if len(set(cols)) != len(cols):
+            dup = sorted({c for c in cols if cols.count(c) > 1})
+            raise DataError(f"column(s) {dup} appear more than once in the data")
+        missing = [n for n in names if n not in cols]
+        if missing:
+            raise DataError(f"column(s) {missing} of the schema are missing from the data")
+        extra = [c for c in cols if c not in self.schema]
+        if extra and not self.drop_unknown:
+            raise DataError(f"column(s) {extra} of the data are not in the schema (add them to the schema, "
+                            "or drop them with --drop-unknown / drop_unknown=True)")
+        if len(df) == 0:
+            raise DataError("the table is empty (no rows)")
+        df = df.rename(columns=str)
+        return {n: _prepare_column(self.schema[n], df[n]) for n in names}
+
+    # ------------------------------------------------------------------------------ decoding
+    def decode(self, codes: np.ndarray, rng: np.random.Generator | None = None, *,
+               midpoint: bool = False) -> pd.DataFrame:
+        """A DataFrame with the schema's columns and dtypes from integer codes over :attr:`domain`.
+
+        Numeric values are drawn uniformly within their bin (``midpoint=True``: the bin midpoint),
+        integers rounded, datetimes restored, merged rare categories drawn uniformly from their group.
+        """
+        self._check_fitted()
+        codes = np.asarray(codes)
+        if codes.ndim != 2 or codes.shape[1] != len(self.domain):
+            raise ValueError(f"expected codes of shape (rows, {len(self.domain)}), got {codes.shape}")
+        if codes.shape[0]:
+            lo, hi = codes.min(axis=0), codes.max(axis=0)
+            for i, a in enumerate(self.domain.attrs):
+                if lo[i] < 0 or hi[i] >= self.domain.shape[i]:
+                    raise ValueError(f"column {a!r}: codes outside 0..{self.domain.shape[i] - 1}")
+        rng = rng if rng is not None else np.random.default_rng()
+        out = {}
+        for j, name in enumerate(self.schema.names):
+            out[name] = _decode_column(self.codecs_[name], codes[:, j].astype(np.int64), rng, midpoint)
+        return pd.DataFrame(out)
+
+    def report(self) -> dict:
+        """Per column: type, number of codes, bin edges or merged categories (all public or DP outputs)."""
+        self._check_fitted()
+        return {"rho_spent": float(self.rho_spent_), "columns": {n: c.report() for n, c in self.codecs_.items()}}
+
+
+# ---------------------------------------------------------------------------------- columns
+def _err(col: ColumnSpec, msg: str) -> DataError:
+    return DataError(f"column {col.name!r}: {msg}")
+
+
+def _show(v: Any) -> str:
+    s = repr(_jsonable(v))
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _prepare_column(col: ColumnSpec, s: pd.Series) -> np.ndarray:
+    null = s.isna().to_numpy()
+    if null.any() and not col.missing:
+        raise _err(col, f"{int(null.sum())} missing value(s), but the schema does not allow them "
+                        "(set \"missing\": true)")
+    vals = s[~null]
+    if col.numeric:
+        x = _numeric_values(col, vals)
+        out = np.full(len(s), np.nan)
+        out[~null] = np.clip(x, col.lo, col.hi)  # out-of-bounds values are clipped to the public bounds
+        return out
+    base = _boolean_codes(col, vals) if col.type == "boolean" else _category_codes(col, vals)
+    out = np.full(len(s), -1, dtype=np.int64)
+    out[~null] = base
+    return out
+
+
+def _numeric_values(col: ColumnSpec, vals: pd.Series) -> np.ndarray:
+    if col.type == "datetime":
+        return _datetime_units(col, vals)
+    if pd.api.types.is_bool_dtype(vals.dtype):
+        raise _err(col, f"holds booleans, but the schema says {col.type}")
+    if pd.api.types.is_datetime64_any_dtype(vals.dtype):
+        raise _err(col, f"holds dates, but the schema says {col.type}")
+    num = pd.to_numeric(vals, errors="coerce")
+    bad = num.isna().to_numpy()
+    if bad.any():
+        raise _err(col, f"value {_show(vals[bad].iloc[0])} is not a number ({col.type} column; "
+                        f"{int(bad.sum())} such value(s))")
+    x = num.to_numpy(dtype=float)
+    if col.type == "integer":
+        frac = np.isfinite(x) & (x != np.round(x))
+        if frac.any():
+            raise _err(col, f"value {_show(x[frac][0])} is not a whole number (integer column; "
+                            f"{int(frac.sum())} such value(s))")
+    return x
+
+
+def _datetime_units(col: ColumnSpec, vals: pd.Series) -> np.ndarray:
+    if pd.api.types.is_datetime64_any_dtype(vals.dtype):
+        t = vals
+    elif pd.api.types.is_numeric_dtype(vals.dtype) or pd.api.types.is_bool_dtype(vals.dtype):
+        raise _err(col, f"holds numbers ({vals.dtype}), but the schema says datetime")
+    else:
+        t = pd.to_datetime(vals, errors="coerce", format="mixed")
+        bad = t.isna().to_numpy()
+        if bad.any():
+            raise _err(col, f"value {_show(vals[bad].iloc[0])} is not a date ({int(bad.sum())} such value(s))")
+    if getattr(t.dt, "tz", None) is not None:
+        t = t.dt.tz_convert("UTC").dt.tz_localize(None)
+    ns = t.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    return (ns // DATETIME_UNITS[col.unit]).astype(float)
+
+
+def _boolean_codes(col: ColumnSpec, vals: pd.Series) -> np.ndarray:
+    if pd.api.types.is_bool_dtype(vals.dtype):
+        return vals.to_numpy(dtype=bool).astype(np.int64)
+    inv, uniq = pd.factorize(vals)
+    table = np.empty(len(uniq), dtype=np.int64)
+    for i, u in enumerate(uniq):
+        key = str(_jsonable(u)).strip().lower()
+        if isinstance(u, (bool, np.bool_)):
+            table[i] = int(bool(u))
+        elif isinstance(u, (int, float, np.integer, np.floating)) and float(u) in (0.0, 1.0):
+            table[i] = int(float(u))
+        elif key in _TRUE:
+            table[i] = 1
+        elif key in _FALSE:
+            table[i] = 0
+        else:
+            raise _err(col, f"value {_show(u)} is not a boolean (use true/false, yes/no or 1/0)")
+    return table[inv]
+
+
+def _loose_key(v: Any) -> str:
+    """Matching across types: ``1``, ``1.0`` and ``"1"`` all give ``"1"``."""
+    k = value_key(v)
+    return k.split(":", 1)[1]
+
+
+def _category_codes(col: ColumnSpec, vals: pd.Series) -> np.ndarray:
+    values = list(col.values)
+    exact = {value_key(v): i for i, v in enumerate(values)}
+    loose_keys = [_loose_key(v) for v in values]
+    loose = {k: i for i, k in enumerate(loose_keys)} if len(set(loose_keys)) == len(loose_keys) else {}
+    inv, uniq = pd.factorize(vals)
+    table = np.empty(len(uniq), dtype=np.int64)
+    unknown = []
+    for i, u in enumerate(uniq):
+        code = exact.get(value_key(u))
+        if code is None:
+            code = loose.get(_loose_key(u))
+        if code is None:
+            unknown.append(i)
+            code = len(values)  # the reserved "other" value (only kept when the schema allows it)
+        table[i] = code
+    if unknown and not col.other:
+        rows = int(np.isin(inv, unknown).sum())
+        raise _err(col, f"value {_show(uniq[unknown[0]])} is not one of the schema's categories "
+                        f"({len(unknown)} unknown value(s) in {rows} row(s); list them under \"values\" "
+                        "or set \"other\": true)")
+    return table[inv]
+
+
+def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, midpoint: bool) -> pd.Series:
+    spec = c.spec
+    n = len(code)
+    miss = code == c.missing_code if c.missing_code is not None else np.zeros(n, dtype=bool)
+    ok = ~miss
+    j = code[ok]
+    if c.edges is not None:
+        left, right = c.edges[j], c.edges[j + 1]
+        if spec.lattice:  # bin j holds the integers left .. right-1
+            if midpoint:
+                v = np.floor((left + right - 1) / 2 + 0.5)
+            else:
+                v = left + np.floor(rng.random(len(j)) * (right - left))
+                v = np.minimum(v, right - 1)
+            v = v.astype(np.int64)
+            if spec.type == "integer":
+                if spec.missing:
+                    arr = pd.array(np.zeros(n, dtype=np.int64), dtype="Int64")
+                    arr[ok] = v
+                    arr[miss] = pd.NA
+                    return pd.Series(arr)
+                return pd.Series(v, dtype="int64")
+            ns = np.full(n, np.datetime64("NaT"), dtype="datetime64[ns]")
+            ns[ok] = (v * DATETIME_UNITS[spec.unit]).astype("datetime64[ns]")
+            return pd.Series(ns, dtype="datetime64[ns]")
+        v = (left + right) / 2 if midpoint else left + rng.random(len(j)) * (right - left)
+        out = np.full(n, np.nan)
+        out[ok] = np.clip(v, spec.lo, spec.hi)
+        return pd.Series(out, dtype="float64")
+    base = np.empty(len(j), dtype=np.int64)
+    kept = j < len(c.kept)
+    base[kept] = c.kept[j[kept]]
+    grouped = ~kept
+    if grouped.any():
+        base[grouped] = c.group[rng.integers(0, len(c.group), int(grouped.sum()))]
+    labels = np.empty(len(c.labels()), dtype=object)
+    labels[:] = c.labels()
+    obj = np.full(n, None, dtype=object)
+    obj[ok] = labels[base]
+    dtype = spec.dtype()
+    if dtype in ("int64", "bool", "float64") and not miss.any():
+        return pd.Series(obj.tolist(), dtype=dtype)
+    return pd.Series(obj, dtype=dtype)

@@ -1,0 +1,30 @@
+"""DP rare-category merging with the dual threshold (Chen et al. Algorithm 1; SPEC §9.2)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..privacy import Accountant, gaussian_mechanism, gaussian_sigma, marginal_l2
+
+__all__ = ["RARE_THRESHOLD", "rare_categories"]
+
+RARE_THRESHOLD = 0.002  # θ: a category is rare below 0.2% of the (noisy) row count
+
+
+def rare_categories(accountant: Accountant, codes: np.ndarray, k: int, rho: float, rng: np.random.Generator,
+                    *, threshold: float = RARE_THRESHOLD, what: str = "") -> np.ndarray:
+    """Indices of the rare values among ``0..k-1`` (the public domain), or an empty array.
+
+    Releases the histogram of ``codes`` (``-1`` = missing, not counted) over the whole public domain
+    with the Gaussian mechanism at ``rho`` zCDP (Δ₂ = 1 add/remove, √2 replace-one), then calls rare
+    every value whose noisy count is at most ``max(threshold·N̂, 3σ)``, ``N̂`` the noisy total. Fewer
+    than two rare values are left alone (merging one value changes nothing).
+    """
+    l2 = marginal_l2(accountant.neighbour)
+    sigma = gaussian_sigma(rho, l2)
+    codes = np.asarray(codes)
+    hist = np.bincount(codes[codes >= 0], minlength=k).astype(float)
+    noisy = gaussian_mechanism(accountant, hist, sigma, l2, rng, what=what or "rare-category counts")
+    n_hat = float(noisy.sum())
+    rare = np.flatnonzero(noisy <= max(threshold * n_hat, 3.0 * sigma))
+    return rare if len(rare) >= 2 else np.array([], dtype=np.int64)

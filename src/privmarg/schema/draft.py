@@ -1,0 +1,111 @@
+"""A *draft* schema read off a table: a starting point to edit, never something to release with.
+
+Every bound and category list in the draft comes from the private data itself; using it unchanged
+leaks those values (the min/max of a column, the rare categories present) outside any DP guarantee.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..dataset import DataError
+from .model import DEFAULT_BINS
+
+__all__ = ["DRAFT_WARNING", "draft_schema"]
+
+DRAFT_WARNING = (
+    "this draft schema was read off the PRIVATE data: its min/max bounds and category lists are not "
+    "differentially private. Replace them with public knowledge (documentation, data dictionaries, "
+    "domain knowledge) before any release."
+)
+
+#: integer columns with at most this many distinct values are drafted as categorical
+CATEGORICAL_MAX_DISTINCT = 16
+#: categorical columns with at least this many values get ``merge_rare`` (SPEC §9 threshold)
+MERGE_THRESHOLD = 100
+
+_ID_NAME = re.compile(r"^(.*_)?[a-z]?id$|uuid|guid|serialno", re.IGNORECASE)
+_TRUE = {"true", "t", "yes", "y"}
+_FALSE = {"false", "f", "no", "n"}
+
+
+def _py(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def draft_schema(df: pd.DataFrame) -> tuple[dict, list[str]]:
+    """Guess a schema dict from ``df``; returns ``(schema, notes)`` where notes flag columns to review."""
+    if len(df.columns) == 0 or len(df) == 0:
+        raise DataError("the table is empty")
+    cols: dict[str, dict] = {}
+    notes: list[str] = []
+    n = len(df)
+    for name in df.columns:
+        s = df[name]
+        nonnull = s.dropna()
+        spec: dict[str, Any]
+        if len(nonnull) == 0:
+            spec = {"type": "categorical", "values": ["?"]}
+            notes.append(f"column {name!r} holds only missing values: fill in its type by hand")
+        elif pd.api.types.is_bool_dtype(nonnull):
+            spec = {"type": "boolean"}
+        elif pd.api.types.is_datetime64_any_dtype(nonnull):
+            spec = _datetime_spec(nonnull)
+        elif pd.api.types.is_numeric_dtype(nonnull):
+            x = nonnull.to_numpy(dtype=float)
+            distinct = np.unique(x)
+            integral = bool(np.all(x == np.round(x)))
+            if integral and len(distinct) <= CATEGORICAL_MAX_DISTINCT:
+                spec = {"type": "categorical", "values": [int(v) for v in distinct]}
+            elif integral:
+                lo, hi = int(x.min()), int(x.max())
+                spec = {"type": "integer", "min": lo, "max": hi, "bins": min(DEFAULT_BINS, hi - lo + 1)}
+            else:
+                spec = {"type": "float", "min": float(x.min()), "max": float(x.max()), "bins": DEFAULT_BINS}
+        else:
+            lowered = {str(v).strip().lower() for v in pd.unique(nonnull)}
+            if lowered and lowered <= (_TRUE | _FALSE):
+                spec = {"type": "boolean"}
+            else:
+                parsed = _try_datetime(nonnull)
+                if parsed is not None:
+                    spec = _datetime_spec(parsed)
+                else:
+                    values = sorted({_py(v) for v in pd.unique(nonnull)}, key=lambda v: str(v))
+                    spec = {"type": "categorical", "values": values}
+                    if len(values) >= MERGE_THRESHOLD:
+                        spec["merge_rare"] = True
+        if s.isna().any():
+            spec["missing"] = True
+        if _ID_NAME.search(str(name)) or (n >= 20 and len(nonnull) and nonnull.nunique() == len(nonnull)):
+            notes.append(f"column {name!r} looks like an identifier: remove it from the schema and pass "
+                         "--drop-unknown (identifiers must not be synthesised)")
+        cols[str(name)] = spec
+    return {"_warning": DRAFT_WARNING, "columns": cols}, notes
+
+
+def _try_datetime(s: pd.Series) -> pd.Series | None:
+    sample = s.astype(str).head(200)
+    if not sample.str.contains(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{2,4}", regex=True).all():
+        return None
+    try:
+        parsed = pd.to_datetime(s, errors="coerce", format="mixed")
+    except (ValueError, TypeError):
+        return None
+    return None if parsed.isna().any() else parsed
+
+
+def _datetime_spec(s: pd.Series) -> dict:
+    lo, hi = s.min(), s.max()
+    whole_days = bool((s.dt.normalize() == s).all())
+    fmt = "%Y-%m-%d" if whole_days else "%Y-%m-%dT%H:%M:%S"
+    spec = {"type": "datetime", "min": lo.strftime(fmt), "max": hi.strftime(fmt), "bins": DEFAULT_BINS}
+    if not whole_days:
+        spec["unit"] = "s"
+    return spec

@@ -1,0 +1,408 @@
+"""The public schema of a raw table: column types, bounds, category lists (issue #6, SPEC §9).
+
+A schema is public knowledge. Nothing in it may be read off the private data: bounds, category lists
+and the number of bins fix the encoding, so with only public steps (uniform binning, no merging) the
+encoded domain depends on the schema alone.
+
+File format (JSON or YAML)::
+
+    {"columns": {
+       "age":    {"type": "integer", "min": 0, "max": 100},
+       "income": {"type": "float", "min": 0, "max": 500000, "bins": 32, "binning": "privtree"},
+       "sex":    {"type": "categorical", "values": ["F", "M"]},
+       "job":    {"type": "categorical", "values": ["a", "b"], "merge_rare": true, "other": true},
+       "opened": {"type": "datetime", "min": "2000-01-01", "max": "2024-12-31"},
+       "owner":  {"type": "boolean"},
+       "score":  {"type": "float", "min": 0, "max": 1, "missing": true}}}
+
+Keys per column: ``type`` (categorical, integer, float, boolean, datetime); ``missing`` (nulls allowed,
+kept as their own value); ``description`` (free text). Categorical: ``values`` (the public list),
+``other`` (values outside the list share one reserved value, decoded as ``other_label``, default
+``"__other__"``), ``merge_rare`` (DP rare-category merging). Numeric and datetime: ``min``/``max``
+(inclusive public bounds; values outside are clipped), ``bins`` (default 32), ``binning``
+(``uniform``, free, or ``privtree``, DP). Datetime also takes ``unit`` (``D`` default, ``h``, ``m``,
+``s``): values are whole units since the epoch. Top-level and column keys starting with ``_`` are
+comments and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..dataset import DataError
+from ..domain import Domain
+
+__all__ = [
+    "TYPES", "BINNINGS", "DEFAULT_BINS", "MAX_COLUMN_VALUES", "MAX_MARGINAL_CELLS",
+    "SchemaError", "ColumnSpec", "Schema", "load_schema", "as_schema", "value_key",
+]
+
+TYPES = ("categorical", "integer", "float", "boolean", "datetime")
+BINNINGS = ("uniform", "privtree")
+DEFAULT_BINS = 32
+DATETIME_UNITS = {"D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9, "s": 10**9}
+#: most values one encoded column may have
+MAX_COLUMN_VALUES = 10**7
+#: most cells of any 2-way marginal over the encoded domain (float64: 8 bytes a cell; 2**27 = 1 GiB);
+#: every mechanism materialises some 2-way marginals, so a larger pair cannot be fitted in memory
+MAX_MARGINAL_CELLS = 2**27
+DEFAULT_OTHER_LABEL = "__other__"
+
+_COMMON_KEYS = {"type", "missing", "description"}
+_KEYS = {
+    "categorical": _COMMON_KEYS | {"values", "other", "other_label", "merge_rare"},
+    "boolean": _COMMON_KEYS,
+    "integer": _COMMON_KEYS | {"min", "max", "bins", "binning"},
+    "float": _COMMON_KEYS | {"min", "max", "bins", "binning"},
+    "datetime": _COMMON_KEYS | {"min", "max", "bins", "binning", "unit"},
+}
+
+
+class SchemaError(DataError):
+    """A schema that cannot be used: the message names the column and the problem."""
+
+
+def value_key(v: Any) -> str:
+    """Matching key of a category value: ``1``, ``1.0`` and ``np.int64(1)`` match; strings match exactly."""
+    if isinstance(v, (bool, np.bool_)):
+        return f"bool:{bool(v)}"
+    if isinstance(v, numbers.Integral):
+        return f"num:{int(v)}"
+    if isinstance(v, numbers.Real):
+        f = float(v)
+        if math.isfinite(f) and f.is_integer():
+            return f"num:{int(f)}"
+        return f"num:{f!r}"
+    return f"str:{v}"
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) and math.isfinite(float(x))
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One column of a :class:`Schema` (validated; see the module docstring for the keys)."""
+
+    name: str
+    type: str
+    missing: bool = False
+    values: tuple = ()
+    other: bool = False
+    other_label: str = DEFAULT_OTHER_LABEL
+    merge_rare: bool = False
+    min: Any = None  # as written (number or date string)
+    max: Any = None
+    bins: int = DEFAULT_BINS
+    binning: str = "uniform"
+    unit: str = "D"
+    description: str = ""
+    # derived: numeric bounds on the encoding axis (integer units for integer/datetime columns)
+    lo: float = field(default=math.nan, compare=False)
+    hi: float = field(default=math.nan, compare=False)
+
+    # ---------------------------------------------------------------- derived facts
+    @property
+    def numeric(self) -> bool:
+        """Binned columns: integer, float, datetime."""
+        return self.type in ("integer", "float", "datetime")
+
+    @property
+    def lattice(self) -> bool:
+        """Numeric columns whose values are whole numbers (integer; datetime in whole units)."""
+        return self.type in ("integer", "datetime")
+
+    @property
+    def dp_step(self) -> str | None:
+        """The DP preprocessing step this column asks for: ``"privtree"``, ``"merge"`` or None."""
+        if self.numeric and self.binning == "privtree":
+            return "privtree"
+        if self.type == "categorical" and self.merge_rare:
+            return "merge"
+        return None
+
+    @property
+    def base_size(self) -> int:
+        """Values before missing is added: an upper bound for DP steps (merging and PrivTree only shrink)."""
+        if self.type == "categorical":
+            return len(self.values) + int(self.other)
+        if self.type == "boolean":
+            return 2
+        if self.lattice and self.binning == "uniform":
+            return int(min(self.bins, self.hi - self.lo + 1))
+        return int(self.bins)
+
+    @property
+    def max_size(self) -> int:
+        """Upper bound on the encoded column's number of values (missing included)."""
+        return self.base_size + int(self.missing)
+
+    def dtype(self):
+        """The pandas dtype decoded columns get."""
+        if self.type == "integer":
+            return "Int64" if self.missing else "int64"
+        if self.type == "float":
+            return "float64"
+        if self.type == "datetime":
+            return "datetime64[ns]"
+        if self.type == "boolean":
+            return "boolean" if self.missing else "bool"
+        vals = list(self.values)
+        if not self.other:
+            if all(isinstance(v, (bool, np.bool_)) for v in vals):
+                return "boolean" if self.missing else "bool"
+            if all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in vals):
+                return "Int64" if self.missing else "int64"
+            if all(_is_number(v) for v in vals):
+                return "float64"
+        if all(isinstance(v, str) for v in vals):
+            return string_dtype()
+        return "object"
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"type": self.type}
+        if self.type == "categorical":
+            out["values"] = list(self.values)
+            if self.other:
+                out["other"] = True
+                if self.other_label != DEFAULT_OTHER_LABEL:
+                    out["other_label"] = self.other_label
+            if self.merge_rare:
+                out["merge_rare"] = True
+        elif self.numeric:
+            out.update(min=self.min, max=self.max, bins=self.bins)
+            if self.binning != "uniform":
+                out["binning"] = self.binning
+            if self.type == "datetime" and self.unit != "D":
+                out["unit"] = self.unit
+        if self.missing:
+            out["missing"] = True
+        if self.description:
+            out["description"] = self.description
+        return out
+
+
+def string_dtype():
+    """pandas' string dtype with NaN as missing (``"str"`` in pandas ≥ 3); ``object`` before."""
+    return "str" if int(pd.__version__.split(".")[0]) >= 3 else "object"
+
+
+def _parse_column(name: str, spec: Any) -> ColumnSpec:
+    def bad(msg: str) -> SchemaError:
+        return SchemaError(f"schema column {name!r}: {msg}")
+
+    if not isinstance(spec, Mapping):
+        raise bad("must be an object with a \"type\"")
+    spec = {k: v for k, v in spec.items() if not str(k).startswith("_")}
+    typ = spec.get("type")
+    if typ not in TYPES:
+        raise bad(f"type must be one of {', '.join(TYPES)}, got {typ!r}")
+    unknown = sorted(set(spec) - _KEYS[typ])
+    if unknown:
+        raise bad(f"unknown key(s) {unknown} for a {typ} column")
+
+    def flag(key: str) -> bool:
+        v = spec.get(key, False)
+        if not isinstance(v, bool):
+            raise bad(f"{key!r} must be true or false, got {v!r}")
+        return v
+
+    kw: dict[str, Any] = {"name": name, "type": typ, "missing": flag("missing"),
+                          "description": str(spec.get("description", ""))}
+    if typ == "categorical":
+        values = spec.get("values")
+        if not isinstance(values, (list, tuple)) or not values:
+            raise bad("a categorical column needs a non-empty list of \"values\" (public knowledge)")
+        for v in values:
+            if v is None or (isinstance(v, float) and not math.isfinite(v)) or isinstance(v, (list, dict)):
+                raise bad(f"category {v!r} is not allowed (use \"missing\": true for nulls)")
+        keys = [value_key(v) for v in values]
+        if len(set(keys)) != len(keys):
+            dup = next(v for v, k in zip(values, keys) if keys.count(k) > 1)
+            raise bad(f"category {dup!r} is listed twice")
+        kw.update(values=tuple(values), other=flag("other"), merge_rare=flag("merge_rare"))
+        label = spec.get("other_label", DEFAULT_OTHER_LABEL)
+        if not isinstance(label, str):
+            raise bad(f"\"other_label\" must be a string, got {label!r}")
+        if "other_label" in spec and not kw["other"]:
+            raise bad("\"other_label\" needs \"other\": true")
+        if kw["other"] and value_key(label) in keys:
+            raise bad(f"\"other_label\" {label!r} is also a listed category")
+        kw["other_label"] = label
+    elif typ in ("integer", "float", "datetime"):
+        if "min" not in spec or "max" not in spec:
+            raise bad("needs public bounds \"min\" and \"max\"")
+        lo, hi = spec["min"], spec["max"]
+        if typ == "datetime":
+            unit = spec.get("unit", "D")
+            if unit not in DATETIME_UNITS:
+                raise bad(f"unit must be one of {', '.join(DATETIME_UNITS)}, got {unit!r}")
+            kw["unit"] = unit
+            try:
+                t_lo, t_hi = pd.Timestamp(lo), pd.Timestamp(hi)
+            except (ValueError, TypeError):
+                raise bad(f"min/max must be dates such as \"2000-01-31\", got {lo!r}, {hi!r}") from None
+            if pd.isna(t_lo) or pd.isna(t_hi):
+                raise bad("min/max must be dates")
+            step = DATETIME_UNITS[unit]
+            num_lo, num_hi = _timestamp_units(t_lo, step), _timestamp_units(t_hi, step)
+        else:
+            if not _is_number(lo) or not _is_number(hi):
+                raise bad(f"min and max must be finite numbers, got {lo!r}, {hi!r}")
+            if typ == "integer" and not (float(lo).is_integer() and float(hi).is_integer()):
+                raise bad(f"min and max of an integer column must be whole numbers, got {lo!r}, {hi!r}")
+            num_lo, num_hi = float(lo), float(hi)
+        if num_hi < num_lo or (typ == "float" and num_hi == num_lo):
+            raise bad(f"min must be below max, got min={lo!r}, max={hi!r}")
+        if max(abs(num_lo), abs(num_hi)) >= 2**52:
+            raise bad("bounds too large to encode exactly")
+        bins = spec.get("bins", DEFAULT_BINS)
+        if not isinstance(bins, numbers.Integral) or isinstance(bins, bool) or bins < 1:
+            raise bad(f"bins must be a positive integer, got {bins!r}")
+        binning = spec.get("binning", "uniform")
+        if binning not in BINNINGS:
+            raise bad(f"binning must be one of {', '.join(BINNINGS)}, got {binning!r}")
+        if binning == "privtree" and bins < 2:
+            raise bad("privtree binning needs bins >= 2 (bins caps the number of bins it may make)")
+        kw.update(min=lo, max=hi, lo=num_lo, hi=num_hi, bins=int(bins), binning=binning)
+    col = ColumnSpec(**kw)
+    if col.base_size > MAX_COLUMN_VALUES:
+        raise bad(f"{col.base_size} values would exceed memory (at most {MAX_COLUMN_VALUES})")
+    return col
+
+
+def _timestamp_units(t: pd.Timestamp, step_ns: int) -> float:
+    if t.tzinfo is not None:
+        t = t.tz_convert("UTC").tz_localize(None)
+    return float(t.as_unit("ns").value // step_ns)
+
+
+class Schema:
+    """An ordered set of :class:`ColumnSpec` (public knowledge about a raw table)."""
+
+    def __init__(self, columns: list[ColumnSpec] | tuple[ColumnSpec, ...], source: str | None = None):
+        columns = tuple(columns)
+        if not columns:
+            raise SchemaError("the schema has no columns")
+        names = [c.name for c in columns]
+        if len(set(names)) != len(names):
+            raise SchemaError("schema column names must be unique")
+        self.columns = columns
+        self.source = source
+        self._by_name = {c.name: c for c in columns}
+        self._check_memory()
+
+    # construction ---------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, spec: Mapping, source: str | None = None) -> "Schema":
+        where = f"{source}: " if source else ""
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("columns"), Mapping):
+            raise SchemaError(f"{where}a schema must be an object with a \"columns\" object")
+        extra = [k for k in spec if k not in ("columns", "description") and not str(k).startswith("_")]
+        if extra:
+            raise SchemaError(f"{where}unknown top-level key(s) {extra} (expected \"columns\")")
+        return cls([_parse_column(str(n), s) for n, s in spec["columns"].items()], source=source)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Schema":
+        """Read a schema from JSON or YAML (``.yaml``/``.yml``)."""
+        return cls.from_dict(_read_spec(path), source=str(path))
+
+    def to_dict(self) -> dict:
+        return {"columns": {c.name: c.to_dict() for c in self.columns}}
+
+    # queries --------------------------------------------------------------------------------
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def needs_dp(self) -> bool:
+        """Whether some column asks for a DP preprocessing step (PrivTree or rare merging)."""
+        return any(c.dp_step for c in self.columns)
+
+    def dtypes(self) -> dict[str, Any]:
+        return {c.name: c.dtype() for c in self.columns}
+
+    def max_domain(self) -> Domain:
+        """The encoded domain's upper bound (exact when no DP step is asked for)."""
+        return Domain(self.names, [c.max_size for c in self.columns])
+
+    def __getitem__(self, name: str) -> ColumnSpec:
+        return self._by_name[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __iter__(self):
+        return iter(self.columns)
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Schema) and self.columns == other.columns
+
+    def __repr__(self) -> str:
+        return f"Schema({', '.join(f'{c.name}: {c.type}' for c in self.columns)})"
+
+    def _check_memory(self) -> None:
+        sizes = sorted(((c.max_size, c.name) for c in self.columns), reverse=True)
+        if len(sizes) >= 2:
+            (k1, a), (k2, b) = sizes[0], sizes[1]
+            if k1 * k2 > MAX_MARGINAL_CELLS:
+                gib = k1 * k2 * 8 / 2**30
+                raise SchemaError(
+                    f"schema column {a!r}: domain too large: {k1} values, so its 2-way marginal with {b!r} "
+                    f"({k2} values) would need {gib:.3g} GiB (limit {MAX_MARGINAL_CELLS * 8 / 2**30:.3g} GiB); "
+                    "use fewer bins or categories")
+
+
+def _read_spec(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.exists():
+        raise SchemaError(f"{path}: no such schema file")
+    text = path.read_text()
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:  # pragma: no cover - pyyaml is a common dependency
+            raise SchemaError(f"{path}: reading YAML schemas needs pyyaml (pip install pyyaml), or use JSON") from None
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise SchemaError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"{path}: not valid JSON: {e}") from None
+
+
+def load_schema(path: str | Path) -> Schema:
+    return Schema.load(path)
+
+
+def as_schema(obj: Any) -> Schema | None:
+    """A :class:`Schema` from a Schema, a schema dict or a schema file path; None if ``obj`` is none of these.
+
+    A dict is a schema when it has a ``"columns"`` object (a domain dict maps names to sizes); a path
+    is a schema when its file holds such an object (a domain file ``{"col": size}`` does not).
+    """
+    if isinstance(obj, Schema):
+        return obj
+    if isinstance(obj, Mapping):
+        return Schema.from_dict(obj) if isinstance(obj.get("columns"), Mapping) else None
+    if isinstance(obj, (str, Path)):
+        spec = _read_spec(obj)
+        if isinstance(spec, Mapping) and isinstance(spec.get("columns"), Mapping):
+            return Schema.from_dict(spec, source=str(obj))
+    return None

@@ -1,0 +1,232 @@
+"""Benchmark runner: config, a smoke sweep, resuming after a killed worker / killed sweep, summaries."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from privmarg.benchmark import ConfigError, check_available, load_config, run_benchmark, split_dataset
+from privmarg.benchmark.methods import METHODS
+from privmarg.benchmark.results import append_record, load_results, repair
+from privmarg.cli import app
+from privmarg.dataset import Dataset
+from privmarg.domain import Domain
+
+HERE = Path(__file__).resolve().parent
+QUIET = Console(stderr=True, quiet=True)
+
+
+# -------------------------------------------------------------------------------------------
+# fake methods (imported by the spawned workers as test_benchmark:NAME)
+# -------------------------------------------------------------------------------------------
+class Shuffle:
+    """A fast stand-in mechanism: independent column shuffles of the training data."""
+
+    def __init__(self, epsilon, delta, seed=None, sleep=0.0, crash_flag=None):
+        self.seed, self.sleep, self.crash_flag = seed, sleep, crash_flag
+
+    def fit(self, data):
+        if self.crash_flag and os.path.exists(self.crash_flag):
+            os.unlink(self.crash_flag)  # crash once: the next attempt succeeds
+            os.kill(os.getpid(), signal.SIGKILL)  # what the OOM killer does
+        time.sleep(self.sleep)
+        rng = np.random.default_rng(self.seed)
+        self.codes_ = np.column_stack([rng.permutation(c) for c in data.codes.T])
+        return self
+
+    def sample_codes(self, rows=None):
+        return self.codes_
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 400
+    a = rng.integers(0, 4, n)
+    df = pd.DataFrame({"a": a, "b": (a + rng.integers(0, 2, n)) % 3, "c": rng.integers(0, 5, n),
+                       "y": (a >= 2).astype(int)})
+    df.to_csv(tmp_path / "data.csv", index=False)
+    (tmp_path / "domain.json").write_text(json.dumps({"a": 4, "b": 3, "c": 5, "y": 2}))
+    return tmp_path
+
+
+def write_config(d: Path, methods: dict, **extra) -> Path:
+    cfg = {
+        "output": "out", "workers": 1, "delta": 1e-5, "epsilons": [1.0], "seeds": [0, 1],
+        "metrics": ["tv_2way", "covariance_error"], "baseline": False,
+        "datasets": {"toy": {"data": "data.csv", "domain": "domain.json", "target": "y"}},
+        "methods": methods, **extra,
+    }
+    import yaml
+
+    p = d / "bench.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    return p
+
+
+def keys(path):
+    return [r["key"] for r in load_results(path)]
+
+
+# -------------------------------------------------------------------------------------------
+# config, split, registry
+# -------------------------------------------------------------------------------------------
+def test_config_cells_and_errors(data_dir):
+    p = write_config(data_dir, {"independent": {"params": {"iters": 50}}, "mst": {}}, epsilons=[0.5, 1],
+                     seeds=[0, 1, 2], baseline=True)
+    cfg = load_config(p)
+    cells = cfg.cells()
+    assert len(cells) == 1 + 2 * 2 * 3 and cells[0].method.name == "real"
+    assert len({c.key for c in cells}) == len(cells)
+    assert cfg.output == data_dir / "out" and Path(cfg.datasets[0].data).is_absolute()
+    # editing a method's params changes its cells' identity (no stale reuse)
+    p2 = write_config(data_dir, {"independent": {"params": {"iters": 60}}, "mst": {}}, epsilons=[0.5, 1],
+                      seeds=[0, 1, 2], baseline=True)
+    k2 = {c.key for c in load_config(p2).cells()}
+    assert {c.key for c in cells if c.method.name == "mst"} <= k2
+    assert not {c.key for c in cells if c.method.name == "independent"} & k2
+    for bad in [dict(epsilons=[0]), dict(colour="red"), dict(split={"test_fraction": 1.5})]:
+        with pytest.raises(ConfigError):
+            load_config(write_config(data_dir, {"mst": {}}, **bad))
+
+
+def test_split_is_deterministic_and_disjoint():
+    dom = Domain(["a"], [1000])
+    data = Dataset(np.arange(1000).reshape(-1, 1), dom)
+    tr, te = split_dataset(data, 0.2, seed=3)
+    tr2, te2 = split_dataset(data, 0.2, seed=3)
+    assert len(te) == 200 and len(tr) == 800
+    assert np.array_equal(te.codes, te2.codes)
+    assert not set(tr.codes.ravel()) & set(te.codes.ravel())
+
+
+def test_registry_is_lazy_and_reports_missing_methods():
+    assert METHODS["privpgd"] == "privmarg.mechanisms.privpgd:PrivPGD"
+    ok, why = check_available("no_such_module_xyz:Mech")
+    assert not ok and "no_such_module_xyz" in why
+    assert check_available("mst") == (True, "")
+    ok, why = check_available("smartnoise-aim")
+    assert ok or "smartnoise" in why.lower() or "peers" in why.lower()
+
+
+# -------------------------------------------------------------------------------------------
+# smoke sweep with real mechanisms, summary, CLI
+# -------------------------------------------------------------------------------------------
+def test_smoke_sweep_and_rerun_skips(data_dir):
+    p = write_config(data_dir, {"independent": {"params": {"iters": 50}},
+                                "mst": {"params": {"iters": 50, "final_iters": 100}},
+                                "missing": {"method": "no_such_module_xyz:Mech"}},
+                     seeds=[0], baseline=True, reference="mst",
+                     metrics=["tv_2way", "covariance_error", "counting_query_error", "ml_efficacy"],
+                     ml_models=["gbdt"])
+    cfg = load_config(p)
+    out = run_benchmark(cfg, console=QUIET)
+    assert out.finished == 3 and out.skipped and "no_such_module_xyz:Mech" in out.skipped
+    recs = load_results(cfg.results_path)
+    assert sorted(r["method"] for r in recs) == ["independent", "mst", "real"]
+    for r in recs:
+        assert r["timing"]["fit_seconds"] >= 0 and r["memory"]["peak_rss_mb"] > 0
+        assert "tv_2way" in r["metrics"] and "downstream" in r["metrics"]["ml_efficacy"]
+    real = next(r for r in recs if r["method"] == "real")
+    assert real["metrics"]["tv_2way"] == 0 and real["epsilon"] is None
+    mst = next(r for r in recs if r["method"] == "mst")
+    assert mst["privacy"]["rho_spent"] <= mst["privacy"]["rho_total"] + 1e-12
+    for f in ("summary.md", "summary.csv", "log2ratio_eps1.png"):
+        assert (cfg.output / f).exists()
+    table = pd.read_csv(cfg.output / "summary.csv")
+    assert {"tv_2way_mean", "tv_2way_std", "downstream_mean"} <= set(table.columns)
+    assert "| toy | mst | 1 |" in (cfg.output / "summary.md").read_text()
+    before = cfg.results_path.read_bytes()
+    again = run_benchmark(cfg, console=QUIET)  # nothing left to do
+    assert again.finished == 0 and again.already_done == 3
+    assert cfg.results_path.read_bytes() == before
+    r = CliRunner().invoke(app, ["bench", str(p), "--dry-run"])
+    assert r.exit_code == 0 and "3/4 finished" in r.output and "skip  toy/missing" in r.output
+
+
+# -------------------------------------------------------------------------------------------
+# killed workers and killed sweeps
+# -------------------------------------------------------------------------------------------
+def test_killed_worker_is_retried_without_redoing_finished_cells(data_dir):
+    flag = data_dir / "crash.flag"
+    flag.write_text("x")
+    p = write_config(data_dir, {"shuffle": {"method": "test_benchmark:Shuffle"},
+                                "crashy": {"method": "test_benchmark:Shuffle", "params": {"crash_flag": str(flag)}},
+                                "after": {"method": "test_benchmark:Shuffle", "params": {"sleep": 0.01}}})
+    cfg = load_config(p)
+    out = run_benchmark(cfg, console=QUIET, summarize=False)
+    assert not flag.exists()  # the crash happened
+    assert out.pool_restarts == 1 and out.complete
+    ks = keys(cfg.results_path)
+    assert sorted(ks) == sorted(c.key for c in cfg.cells())  # nothing lost
+    assert len(ks) == len(set(ks))  # nothing done twice
+
+
+def test_sweep_resumes_after_giving_up_on_a_crashing_cell(data_dir):
+    flag = data_dir / "crash.flag"
+    flag.write_text("x")
+    p = write_config(data_dir, {"shuffle": {"method": "test_benchmark:Shuffle"},
+                                "crashy": {"method": "test_benchmark:Shuffle", "params": {"crash_flag": str(flag)}}},
+                     max_crashes=1)
+    cfg = load_config(p)
+    out = run_benchmark(cfg, console=QUIET, summarize=False)
+    assert not out.complete and len(out.given_up) == 1 and "crashy" in out.given_up[0]
+    first = cfg.results_path.read_bytes()
+    assert len(keys(cfg.results_path)) == 3  # both shuffle seeds and crashy's other seed survived
+    assert json.loads(cfg.errors_path.read_text().splitlines()[-1])["status"] == "crashed"
+    # rerun: only the given-up cell runs; earlier lines are untouched
+    out2 = run_benchmark(cfg, console=QUIET, summarize=False)
+    assert out2.complete and out2.finished == 1 and out2.already_done == 3
+    assert cfg.results_path.read_bytes().startswith(first)
+    ks = keys(cfg.results_path)
+    assert sorted(ks) == sorted(c.key for c in cfg.cells()) and len(ks) == len(set(ks))
+
+
+def test_killed_sweep_resumes(data_dir):
+    p = write_config(data_dir, {"slow": {"method": "test_benchmark:Shuffle", "params": {"sleep": 0.3}}},
+                     seeds=list(range(6)))
+    cfg = load_config(p)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", "from privmarg.cli import app; app()", "bench", str(p)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and len(keys(cfg.results_path)) < 2:
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its workers, mid-run
+        proc.wait()
+    done_before = keys(cfg.results_path)
+    assert 2 <= len(done_before) < 6
+    prefix = cfg.results_path.read_bytes()
+    with open(cfg.results_path, "ab") as fh:  # as if the parent died in the middle of a line
+        fh.write(b'{"key": "toy/slow/eps=1/seed=5/parti')
+    out = run_benchmark(cfg, console=QUIET, summarize=False)
+    assert out.complete and out.finished == 6 - len(done_before)
+    data = cfg.results_path.read_bytes()
+    assert data.startswith(prefix) and data.endswith(b"\n")
+    ks = keys(cfg.results_path)
+    assert Counter(ks) == Counter(c.key for c in cfg.cells())
+
+
+def test_results_file_repair_and_append(tmp_path):
+    path = tmp_path / "r.jsonl"
+    append_record(path, {"key": "a", "status": "ok", "x": float("nan")})
+    append_record(path, {"key": "b", "status": "ok"})
+    with open(path, "ab") as fh:
+        fh.write(b'{"key": "c", "sta')
+    assert [r["key"] for r in load_results(path)] == ["a", "b"]
+    assert repair(path) > 0 and path.read_bytes().endswith(b"\n")
+    append_record(path, {"key": "c", "status": "ok"})
+    assert [r["key"] for r in load_results(path)] == ["a", "b", "c"]
+    assert load_results(path)[0]["x"] == "nan"

@@ -1,0 +1,314 @@
+"""PrivPGD: projection, sliced Wasserstein, particle descent, constraints, mechanism wiring."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from privmarg import AIM, MST, Dataset, Domain, Measurement, StructuralZero  # noqa: E402
+from privmarg.generators.constraints import ThresholdConstraint  # noqa: E402
+from privmarg.generators.privpgd import (  # noqa: E402
+    PrivPGDGenerator,
+    embed_codes,
+    grid_centres,
+    nearest_codes,
+    project_signed_measures,
+    quantise,
+    sliced_w1,
+    sparse_adam_step,
+)
+from privmarg.mechanisms.privpgd import PrivPGD, WithGenerator, selector_measurements  # noqa: E402
+from privmarg.privacy import cdp_rho  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def chain_table(n=3000, seed=0):
+    """Four attributes with strong pairwise (chain) structure."""
+    rng = np.random.default_rng(seed)
+    dom = Domain(["a", "b", "c", "d"], [4, 3, 5, 2])
+    a = rng.integers(0, 4, n)
+    b = (a + rng.integers(0, 2, n)) % 3
+    c = (2 * b + rng.integers(0, 2, n)) % 5
+    d = (c > 2).astype(int) ^ (rng.random(n) < 0.1)
+    return Dataset(np.column_stack([a, b, c, d]), dom)
+
+
+def exact_2way(data):
+    pairs = list(itertools.combinations(data.domain.attrs, 2))
+    return pairs, [Measurement(p, data.project(p), 1.0) for p in pairs]
+
+
+def tv_2way(real, codes):
+    synth = Dataset(codes, real.domain)
+    pairs = itertools.combinations(real.domain.attrs, 2)
+    return float(np.mean([0.5 * np.abs(real.project(p) / len(real) - synth.project(p) / len(synth)).sum()
+                          for p in pairs]))
+
+
+SMALL = dict(proj_iters=50, proj_num_projections=50)
+
+
+# ----------------------------------------------------------------------------- embedding
+def test_embedding_and_finalisation_round_trip():
+    shape = (4, 3, 1, 7)
+    codes = np.array([[0, 0, 0, 0], [3, 2, 0, 6], [1, 1, 0, 3]])
+    z = embed_codes(codes, shape)
+    assert np.allclose(z[1], [7 / 8, 5 / 6, 0.5, 13 / 14])
+    assert (nearest_codes(z, shape) == codes).all()
+    # a bin boundary is a tie between two centres: the lower one wins; outside [0,1] clips
+    assert nearest_codes(np.array([[0.5, 1 / 3, 0.0, 1.0]]), shape).tolist() == [[1, 0, 0, 6]]
+    assert nearest_codes(np.array([[-0.2, 1.3, 0.7, 0.0]]), shape).tolist() == [[0, 2, 0, 0]]
+
+
+# ----------------------------------------------------------------------------- projection
+def test_sw1_in_1d_is_the_l1_distance_of_cdfs():
+    rng = np.random.default_rng(0)
+    k = 9
+    u = torch.tensor(rng.dirichlet(np.ones(k)))
+    v = torch.tensor(rng.normal(1 / k, 0.1, k))
+    v = v - v.mean() + 1 / k  # signed, total mass 1
+    centres = torch.tensor(grid_centres((k,)))
+    cdf_l1 = (torch.cumsum(u - v, 0)[:-1].abs().sum() / k).item()
+    # every random unit direction in 1-D is +1 or -1
+    dirs = torch.tensor(rng.normal(size=(25, 1)))
+    dirs = dirs / dirs.abs()
+    assert sliced_w1(u, v, centres, dirs).item() == pytest.approx(cdf_l1, rel=1e-12)
+    assert sliced_w1(u, v, centres, torch.tensor([[1.0]], dtype=torch.float64)).item() == pytest.approx(cdf_l1)
+
+
+@pytest.mark.parametrize("sizes", [(7,), (3, 4), (2, 3, 2)])
+def test_projection_of_a_probability_vector_is_itself(sizes):
+    rng = np.random.default_rng(1)
+    p = rng.dirichlet(np.ones(int(np.prod(sizes))))
+    p[1] = 0.0
+    p /= p.sum()
+    (u,) = project_signed_measures([p], [sizes], iters=200, num_projections=50, seed=0)
+    assert np.abs(u - p).max() < 1e-6
+
+
+def test_projection_returns_probabilities_and_lowers_sw1():
+    rng = np.random.default_rng(2)
+    sizes = [(5,), (3, 4), (6, 5), (2, 2, 3), (4, 4)]
+    truth = [rng.dirichlet(np.ones(int(np.prod(s)))) for s in sizes]
+    noisy = [p + rng.normal(0, 0.04, p.size) for p in truth]  # signed, with negatives
+    assert min(v.min() for v in noisy) < 0
+    out = project_signed_measures(noisy, sizes, iters=200, num_projections=50, step=10, gamma=0.8, seed=3)
+    for u, v, s in zip(out, noisy, sizes):
+        assert u.shape == v.shape
+        assert (u >= 0).all() and u.sum() == pytest.approx(1.0, abs=1e-12)
+        # the objective went down from the clipped-and-normalised start (fixed large direction set)
+        u0 = np.maximum(v, 0) / np.maximum(v, 0).sum()
+        X = torch.tensor(grid_centres(s))
+        d = torch.randn(4000, len(s), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        d = d / d.norm(dim=1, keepdim=True)
+        sw = lambda w: sliced_w1(torch.tensor(w), torch.tensor(v), X, d).item()  # noqa: E731
+        assert sw(u) < sw(u0)
+
+
+def test_structural_zeros_get_no_mass():
+    data = chain_table()
+    pairs, ms = exact_2way(data)
+    mask = np.zeros((4, 3), dtype=bool)
+    mask[0, 2] = mask[3, 1] = True  # declared impossible on (a, b)
+    zero = StructuralZero(("a", "b"), mask.ravel())
+    noisy = [Measurement(m.attrs, m.y + 30.0, 1.0) for m in ms]  # mass everywhere
+    gen = PrivPGDGenerator(n_particles=500, epochs=2, **SMALL, seed=0).fit(noisy, data.domain, zeros=[zero])
+    u = gen.projected_[("a", "b")]
+    assert u.reshape(4, 3)[0, 2] == 0.0 and u.reshape(4, 3)[3, 1] == 0.0
+    assert quantise(u, 500).reshape(4, 3)[mask].sum() == 0
+    # the zero is given in reversed attribute order: same cells
+    zr = StructuralZero(("b", "a"), mask.T.ravel())
+    gen2 = PrivPGDGenerator(n_particles=500, epochs=0, **SMALL, seed=0).fit(noisy, data.domain, zeros=[zr])
+    assert np.array_equal(gen2.projected_[("a", "b")] == 0, gen.projected_[("a", "b")] == 0)
+
+
+def test_quantisation_counts():
+    u = np.array([0.5, 0.25, 0.125, 0.125])
+    assert quantise(u, 8).tolist() == [4, 2, 1, 1]
+    c = quantise(np.array([0.3, 0.3, 0.4]), 10_001, torch.Generator().manual_seed(0))
+    assert c.sum() == 10_001 and (c >= [3000, 3000, 4000]).all()
+
+
+# ----------------------------------------------------------------------------- descent
+def test_sparse_adam_step_matches_torch_sparse_adam():
+    g = torch.Generator().manual_seed(0)
+    p1 = torch.rand(50, 4, generator=g)
+    p2 = p1.clone().requires_grad_(True)
+    opt = torch.optim.SparseAdam([p2], lr=0.1)
+    m, v = torch.zeros_like(p1), torch.zeros_like(p1)
+    for t in range(1, 6):
+        grad = torch.randn(50, 4, generator=g) * (torch.rand(50, 4, generator=g) > 0.8)
+        sparse_adam_step(p1, grad, m, v, t, 0.1)
+        p2.grad = grad.to_sparse()
+        opt.step()
+    assert torch.allclose(p1, p2.detach(), atol=1e-6)
+
+
+def test_noiseless_marginals_are_reproduced():
+    data = chain_table()
+    _, ms = exact_2way(data)
+    gen = PrivPGDGenerator(n_particles=2000, epochs=300, scheduler_step=30, **SMALL, seed=0)
+    gen.fit(ms, data.domain, total=len(data))
+    assert gen.codes_.shape == (2000, 4)
+    assert tv_2way(data, gen.codes_) < 0.02
+    assert len(gen.history_) == 300 and gen.history_[-1] < gen.history_[0]
+
+
+def test_particles_move_without_masking():
+    data = chain_table()
+    _, ms = exact_2way(data)
+    kw = dict(n_particles=500, mask_rate=0.0, **SMALL, seed=4)
+    start = PrivPGDGenerator(epochs=0, **kw).fit(ms, data.domain).particles_
+    moved = PrivPGDGenerator(epochs=5, **kw).fit(ms, data.domain).particles_
+    assert (moved - start).abs().mean() > 1e-2
+    assert ((moved >= 0) & (moved <= 1)).all()
+
+
+def test_seeded_runs_are_identical():
+    data = chain_table()
+    _, ms = exact_2way(data)
+    noisy = [Measurement(m.attrs, m.y + np.random.default_rng(0).normal(0, 20, m.y.size), 20.0) for m in ms]
+    seen = []
+    for seed in (7, 7, 8):
+        calls = []
+        gen = PrivPGDGenerator(n_particles=300, epochs=4, **SMALL, seed=seed)
+        gen.fit(noisy, data.domain, progress=lambda e, n, loss: calls.append((e, n, loss)))
+        seen.append(gen)
+        assert [c[0] for c in calls] == [1, 2, 3, 4] and all(c[1] == 4 for c in calls)
+    assert torch.equal(seen[0].particles_, seen[1].particles_)
+    assert np.array_equal(seen[0].codes_, seen[1].codes_)
+    assert seen[0].history_ == seen[1].history_
+    assert not torch.equal(seen[0].particles_, seen[2].particles_)
+
+
+def test_constraint_pushes_statistic_away_monotonically():
+    data = chain_table()
+    _, ms = exact_2way(data)
+    theta, b = np.array([1.0, 1.0, 1.0, 0.0]), 1.5
+    s_hat = ThresholdConstraint(theta, b).statistic_of_codes(data.codes, data.domain)[0]
+    gaps = []
+    for lam in (0.0, 0.1, 1.0, 10.0, 100.0):
+        con = ThresholdConstraint(theta, b, estimate=s_hat)
+        gen = PrivPGDGenerator(n_particles=1000, epochs=100, scheduler_step=10, constraint_strength=lam,
+                               proj_iters=30, proj_num_projections=20, seed=0)
+        gen.fit(ms, data.domain, total=len(data), constraint=con)
+        gaps.append(abs(con.statistic_of_codes(gen.codes_, data.domain)[0] - s_hat))
+    assert all(x < y for x, y in zip(gaps, gaps[1:])), gaps
+    assert gaps[0] < 0.02 and gaps[-1] > 0.1
+
+
+def test_sample_codes_rows():
+    data = chain_table(n=500)
+    _, ms = exact_2way(data)
+    gen = PrivPGDGenerator(n_particles=200, epochs=1, **SMALL, seed=0).fit(ms, data.domain)
+    rng = np.random.default_rng(0)
+    assert np.array_equal(gen.sample_codes(), gen.codes_)
+    sub = gen.sample_codes(50, rng)
+    assert sub.shape == (50, 4)
+    big = gen.sample_codes(450, rng)
+    assert big.shape == (450, 4)
+    assert sorted(map(tuple, big)) != sorted(map(tuple, gen.codes_))
+
+
+def test_measurement_order_queries_and_duplicates_are_handled():
+    data = chain_table()
+    dom = data.domain
+    y_ab = data.project(("a", "b"))
+    y_ba = data.project(("b", "a"))
+    q = np.diag(np.arange(1.0, 13.0))
+    ms = [Measurement(("b", "a"), y_ba, 1.0), Measurement(("a", "b"), q @ y_ab, 1.0, query=q),
+          Measurement(("c",), data.project(("c",)), 2.0)]
+    gen = PrivPGDGenerator(n_particles=3000, epochs=0, proj_iters=0, seed=0).fit(ms, dom)
+    assert set(gen.cliques_) == {("a", "b"), ("c",)}
+    assert np.allclose(gen.projected_[("a", "b")], y_ab / len(data))
+    assert gen.total_ == pytest.approx(len(data))
+
+
+# ----------------------------------------------------------------------------- mechanisms
+FASTGEN = dict(n_particles=400, epochs=3, proj_iters=20, proj_num_projections=20)
+
+
+def test_privpgd_mechanism_budget_and_sampling():
+    data = chain_table()
+    mech = PrivPGD(2.5, 1e-5, seed=3, **FASTGEN).fit(data)
+    rep = mech.privacy_report()
+    rho = cdp_rho(2.5, 1e-5)
+    assert rep["neighbour"] == "replace_one"
+    assert sum(c["rho"] for c in rep["ledger"]) == pytest.approx(rho, rel=1e-9)
+    assert len(rep["ledger"]) == 6
+    for c in rep["ledger"]:
+        assert c["l2_sensitivity"] == pytest.approx(math.sqrt(2))
+        assert c["sigma"] == pytest.approx(math.sqrt(6 / rho))
+    assert mech.default_rows() == 400
+    df = mech.sample()
+    assert list(df.columns) == list(data.domain.attrs) and len(df) == 400
+    assert len(mech.sample(123)) == 123
+    again = PrivPGD(2.5, 1e-5, seed=3, **FASTGEN).fit(data)
+    assert np.array_equal(again.sample_codes(), mech.sample_codes())
+    assert [m.y.tolist() for m in again.measurements_] == [m.y.tolist() for m in mech.measurements_]
+
+
+def test_privpgd_mechanism_with_threshold_constraint_charges_the_statistic():
+    data = chain_table()
+    con = ThresholdConstraint({"a": 1.0, "b": 1.0, "c": 1.0}, 1.5)
+    mech = PrivPGD(2.5, 1e-5, seed=0, constraint=con, constraint_strength=1.0, **FASTGEN).fit(data)
+    ledger = mech.privacy_report()["ledger"]
+    rho = cdp_rho(2.5, 1e-5)
+    stat = [c for c in ledger if "constraint" in c["what"]]
+    assert len(stat) == 1 and stat[0]["rho"] == pytest.approx(cdp_rho(0.5, 2e-6), rel=1e-9)
+    assert stat[0]["l2_sensitivity"] == 1.0
+    assert sum(c["rho"] for c in ledger) == pytest.approx(rho, rel=1e-9)
+    marg = [c for c in ledger if "constraint" not in c["what"]]
+    assert marg[0]["sigma"] == pytest.approx(math.sqrt(6 / (rho - cdp_rho(0.5, 2e-6))))
+    assert con.estimate_ is None and mech.constraint_.estimate_ is not None  # the user's object is untouched
+    assert abs(mech.constraint_.estimate_[0] - mech.constraint_.statistic_of_codes(data.codes, data.domain)[0]) < 0.05
+
+
+def test_aim_selection_with_privpgd_generation():
+    data = chain_table()
+    aim = AIM(2.5, 1e-5, workload="all-2way", seed=1, iters=50, final_iters=50)
+    mech = WithGenerator(aim, PrivPGDGenerator(**FASTGEN)).fit(data)
+    assert mech.privacy_report() == aim.privacy_report()
+    codes = mech.sample_codes()
+    assert codes.shape == (400, 4) and (codes < np.array(data.domain.shape)).all()
+    assert {m.attrs for m in mech.measurements_} >= {(a,) for a in data.domain.attrs}
+
+
+def test_mst_compressed_measurements_are_mapped_back():
+    rng = np.random.default_rng(0)
+    data = chain_table()
+    dom = Domain(list(data.domain.attrs) + ["e"], list(data.domain.shape) + [8])
+    e = np.where(rng.random(len(data)) < 0.97, data.codes[:, 0], 4 + rng.integers(0, 4, len(data)))
+    data = Dataset(np.column_stack([data.codes, e]), dom)
+    mst = MST(0.5, 1e-5, seed=0, iters=50, final_iters=50)
+    mech = WithGenerator(mst, PrivPGDGenerator(**FASTGEN)).fit(data)
+    assert mst.supports_, "the test needs MST to compress something"
+    for m in mech.measurements_:
+        assert m.y.size == dom.size(m.attrs) and m.query is None
+    # the mapping preserves totals of the compressed answers
+    comp = {m.attrs: m for m in mst.compressed_measurements_ if len(m.attrs) == 2}
+    for m in selector_measurements(mst):
+        if len(m.attrs) == 2:
+            assert m.y.sum() == pytest.approx(comp[m.attrs].y.sum())
+    assert mech.sample_codes().shape == (400, 5)
+
+
+def test_generator_validates_parameters():
+    with pytest.raises(ValueError):
+        PrivPGDGenerator(mask_rate=1.0)
+    with pytest.raises(ValueError):
+        PrivPGDGenerator(n_particles=0)
+    with pytest.raises(ValueError):
+        PrivPGDGenerator(lr=-1)
+    with pytest.raises(RuntimeError):
+        PrivPGDGenerator().sample_codes()

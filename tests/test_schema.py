@@ -1,0 +1,158 @@
+"""Public schemas: parsing, validation errors, the memory guard, drafting (issue #6)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from privmarg.cli import app
+from privmarg.dataset import DataError
+from privmarg.schema import (
+    DRAFT_WARNING, MAX_MARGINAL_CELLS, Schema, SchemaError, as_schema, draft_schema, load_schema, value_key,
+)
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+ISSUE_SCHEMA = {"columns": {
+    "age": {"type": "integer", "min": 0, "max": 100},
+    "income": {"type": "float", "min": 0, "max": 500000, "bins": 32, "binning": "privtree"},
+    "sex": {"type": "categorical", "values": ["F", "M"]},
+    "job": {"type": "categorical", "values": ["a", "b", "c"], "merge_rare": True, "other": True},
+    "opened": {"type": "datetime", "min": "2000-01-01", "max": "2024-12-31"},
+    "owner": {"type": "boolean"},
+    "score": {"type": "float", "min": 0, "max": 1, "missing": True},
+}}
+
+
+def test_issue_example_parses_with_sizes_and_dtypes():
+    s = Schema.from_dict(ISSUE_SCHEMA)
+    assert s.names == ("age", "income", "sex", "job", "opened", "owner", "score")
+    assert s.needs_dp
+    dom = s.max_domain()
+    assert dom.to_dict() == {"age": 32, "income": 32, "sex": 2, "job": 4, "opened": 32, "owner": 2, "score": 33}
+    dt = s.dtypes()
+    assert dt["age"] == "int64" and dt["income"] == "float64" and dt["opened"] == "datetime64[ns]"
+    assert dt["owner"] == "bool" and dt["score"] == "float64"
+    assert s["job"].dp_step == "merge" and s["income"].dp_step == "privtree" and s["age"].dp_step is None
+    # round trip through to_dict
+    assert Schema.from_dict(s.to_dict()) == s
+
+
+def test_public_only_schema_needs_no_dp_and_small_integer_ranges_are_exact():
+    s = Schema.from_dict({"columns": {"n": {"type": "integer", "min": 0, "max": 9, "missing": True},
+                                      "c": {"type": "categorical", "values": [1, 2, 3]}}})
+    assert not s.needs_dp
+    assert s.max_domain().to_dict() == {"n": 11, "c": 3}
+    assert s.dtypes() == {"n": "Int64", "c": "int64"}
+
+
+def test_load_json_and_yaml_and_as_schema(tmp_path):
+    pytest.importorskip("yaml")
+    import yaml
+
+    (tmp_path / "s.json").write_text(json.dumps(ISSUE_SCHEMA))
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(ISSUE_SCHEMA, sort_keys=False))
+    a, b = load_schema(tmp_path / "s.json"), load_schema(tmp_path / "s.yaml")
+    assert a == b == Schema.from_dict(ISSUE_SCHEMA)
+    assert as_schema(ISSUE_SCHEMA) == a and as_schema(str(tmp_path / "s.json")) == a and as_schema(a) is a
+    # a domain dict / domain file is not a schema
+    assert as_schema({"a": 3, "b": 2}) is None
+    (tmp_path / "d.json").write_text(json.dumps({"a": 3}))
+    assert as_schema(tmp_path / "d.json") is None
+
+
+def test_examples_load():
+    for name in ("hmeq.schema.json", "pums.schema.json"):
+        s = load_schema(EXAMPLES / name)
+        assert len(s) >= 6
+    assert "pid" not in load_schema(EXAMPLES / "pums.schema.json")
+
+
+@pytest.mark.parametrize("spec, words", [
+    ({"x": {"type": "text"}}, ["'x'", "type must be one of"]),
+    ({"x": {"type": "integer", "min": 0}}, ["'x'", "min", "max"]),
+    ({"x": {"type": "float", "min": 5, "max": 1}}, ["'x'", "min must be below max"]),
+    ({"x": {"type": "integer", "min": 0.5, "max": 3}}, ["'x'", "whole numbers"]),
+    ({"x": {"type": "categorical"}}, ["'x'", "values"]),
+    ({"x": {"type": "categorical", "values": ["a", "a"]}}, ["'x'", "listed twice"]),
+    ({"x": {"type": "categorical", "values": [1, 1.0]}}, ["'x'", "listed twice"]),
+    ({"x": {"type": "categorical", "values": ["a"], "bins": 3}}, ["'x'", "unknown key", "bins"]),
+    ({"x": {"type": "integer", "min": 0, "max": 9, "bin": 3}}, ["'x'", "unknown key", "bin"]),
+    ({"x": {"type": "float", "min": 0, "max": 1, "binning": "quantile"}}, ["'x'", "binning"]),
+    ({"x": {"type": "float", "min": 0, "max": 1, "bins": 0}}, ["'x'", "bins"]),
+    ({"x": {"type": "float", "min": 0, "max": 1, "bins": 1, "binning": "privtree"}}, ["'x'", "bins >= 2"]),
+    ({"x": {"type": "datetime", "min": "yesterday", "max": "2020-01-01"}}, ["'x'", "dates"]),
+    ({"x": {"type": "datetime", "min": "2000-01-01", "max": "2020-01-01", "unit": "week"}}, ["'x'", "unit"]),
+    ({"x": {"type": "boolean", "missing": "yes"}}, ["'x'", "missing", "true or false"]),
+    ({"x": {"type": "categorical", "values": ["a", "b"], "other": True, "other_label": "a"}}, ["'x'", "other_label"]),
+    ({"x": {"type": "categorical", "values": ["a", None]}}, ["'x'", "missing"]),
+])
+def test_bad_schemas_name_the_column(spec, words):
+    with pytest.raises(SchemaError) as e:
+        Schema.from_dict({"columns": spec})
+    msg = str(e.value)
+    for w in words:
+        assert w in msg, msg
+    assert isinstance(e.value, DataError)
+
+
+def test_bad_top_level():
+    with pytest.raises(SchemaError, match="columns"):
+        Schema.from_dict({"cols": {}})
+    with pytest.raises(SchemaError, match="no columns"):
+        Schema.from_dict({"columns": {}})
+    with pytest.raises(SchemaError, match="top-level"):
+        Schema.from_dict({"columns": {"x": {"type": "boolean"}}, "colums": 1})
+    # comments are allowed
+    Schema.from_dict({"_comment": "hi", "description": "d", "columns": {"x": {"type": "boolean", "_why": "ok"}}})
+
+
+def test_domain_too_large_for_memory_is_refused_up_front():
+    big = int(np.sqrt(MAX_MARGINAL_CELLS)) * 2
+    spec = {"columns": {"a": {"type": "float", "min": 0, "max": 1, "bins": big},
+                        "b": {"type": "integer", "min": 0, "max": 10**9, "bins": big},
+                        "c": {"type": "boolean"}}}
+    with pytest.raises(SchemaError, match=r"column '[ab]'.*domain too large.*GiB"):
+        Schema.from_dict(spec)
+    with pytest.raises(SchemaError, match=r"column 'x'.*exceed memory"):
+        Schema.from_dict({"columns": {"x": {"type": "float", "min": 0, "max": 1, "bins": 10**9}}})
+
+
+def test_value_keys_match_across_numeric_types():
+    assert value_key(1) == value_key(1.0) == value_key(np.int64(1))
+    assert value_key("1") != value_key(1)
+    assert value_key(True) != value_key(1)
+
+
+def test_draft_schema_reads_types_and_warns():
+    df = pd.DataFrame({
+        "id": np.arange(50),
+        "age": np.r_[np.arange(20, 69), np.nan],
+        "w": np.linspace(0, 1, 50),
+        "cat": ["x", "y"] * 25,
+        "flag": [True, False] * 25,
+        "when": pd.date_range("2020-01-01", periods=50).astype(str),
+    })
+    spec, notes = draft_schema(df)
+    cols = spec["columns"]
+    assert spec["_warning"] == DRAFT_WARNING
+    assert cols["age"]["type"] == "integer" and cols["age"]["missing"] is True
+    assert cols["w"]["type"] == "float" and cols["cat"]["values"] == ["x", "y"]
+    assert cols["flag"]["type"] == "boolean" and cols["when"]["type"] == "datetime"
+    assert any("'id'" in n and "identifier" in n for n in notes)
+    Schema.from_dict(spec)  # a draft is a valid schema
+
+
+def test_cli_schema_draft_warns(tmp_path):
+    df = pd.DataFrame({"a": [1, 2, 3, 2], "b": ["u", "v", None, "u"]})
+    df.to_csv(tmp_path / "in.csv", index=False)
+    r = CliRunner().invoke(app, ["schema", "draft", str(tmp_path / "in.csv"), "-o", str(tmp_path / "s.json")])
+    assert r.exit_code == 0, r.output
+    assert "WARNING" in r.output and "PRIVATE" in r.output and "public knowledge" in r.output
+    s = load_schema(tmp_path / "s.json")
+    assert s["b"].missing and list(s["b"].values) == ["u", "v"]
+    r = CliRunner().invoke(app, ["schema", "draft", str(tmp_path / "in.csv"), "-o", str(tmp_path / "s.txt")])
+    assert r.exit_code == 2 and not (tmp_path / "s.txt").exists()
