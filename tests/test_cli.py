@@ -56,6 +56,11 @@ def test_synth_writes_table_and_recomputable_report(small, method):
     for key in ("measurements", "seconds", "peak_memory_mb", "rho_spent"):
         assert key in report or key in priv
     assert all("sigma" in m and "attrs" in m for m in report["measurements"])
+    if method == "aim":
+        bounds = report["error_bounds"]
+        assert len(bounds) == 3  # one per workload marginal
+        for b in bounds:
+            assert set(b) >= {"attrs", "supported", "round", "l1_bound"} and 0 < b["l1_bound"] <= 2
 
 
 def test_replace_one_keeps_row_count_and_parquet(small):

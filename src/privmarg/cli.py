@@ -168,6 +168,9 @@ def build_report(mech, method: str, rows: int, seconds: float) -> dict:
     if getattr(mech, "log_", None):
         out["rounds"] = [{k: v for k, v in r.items() if k not in ("candidates", "candidate_weights")}
                          for r in mech.log_]
+    if hasattr(mech, "error_bounds"):
+        # 95% bounds on each workload marginal's L1 error of the table just written (free)
+        out["error_bounds"] = [b.to_dict() for b in mech.error_bounds(0.95)]
     return out
 
 

@@ -119,6 +119,10 @@ class GraphicalModel:
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
         self._clique_sets = [frozenset(c) for c in tree.cliques]
 
+    def clear_cache(self) -> None:
+        """Forget cached projections (they can hold far more memory than the model)."""
+        self._cache = {}
+
     @property
     def cliques(self) -> list[tuple[str, ...]]:
         return self.tree.cliques

@@ -11,6 +11,7 @@ from ..dataset import Dataset
 from ..estimation import estimate, model_size_mb
 from ..privacy import exponential_mechanism, marginal_l2, score_sensitivity
 from ..workload import downward_closure, parse_workload
+from .aim_bounds import ErrorBound, aim_error_bound
 from .base import Mechanism
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -51,7 +52,9 @@ class AIM(Mechanism):
         workload = parse_workload(self.workload, dom)
         self.workload_ = workload
         weights = downward_closure(workload, dom)
+        self.weights_ = weights
         cands = list(weights)
+        round_models = {}  # p̂_{t-1} of each round, kept for the error bounds of unsupported marginals
         d = len(dom)
         T = self.rounds or 16 * d
         if T < d:
@@ -93,6 +96,7 @@ class AIM(Mechanism):
             r_t = cand_t[idx]
             m = self.measure(data, r_t, sigma, what=f"AIM round {t} measure {','.join(r_t)}")
             before = model.project(r_t)
+            round_models[t] = model
             model = estimate(dom, self.measurements_, total=self.total_, iters=self.iters, tol=self.tol,
                              warm=model.potentials, step=model.step_size, zeros=zeros)
             self.log_.append({
@@ -111,6 +115,16 @@ class AIM(Mechanism):
         self.model_ = estimate(dom, self.measurements_, total=self.total_, iters=self.final_iters,
                                tol=self.tol / 10, warm=model.potentials, step=model.step_size, zeros=zeros)
         self.rounds_ = t
+        # keep only the models that some marginal's error bound needs (its last candidate round)
+        last = {}
+        for entry in self.log_:
+            for c in entry["candidates"]:
+                last[tuple(c)] = entry["round"]
+        keep = set(last.values())
+        self.round_models_ = {k: m for k, m in round_models.items() if k in keep}
+        for m in self.round_models_.values():
+            m.clear_cache()
+        self.last_candidate_round_ = last
         self._progress(self.rho_used_, rho, "AIM: done")
 
     def _candidates(self, dom, cands: Sequence[tuple[str, ...]], model, measured, size_limit) -> list:
@@ -124,3 +138,23 @@ class AIM(Mechanism):
             elif model_size_mb(dom, measured + [r]) <= size_limit:
                 out.append(r)
         return out
+
+    def error_bound(self, attrs, confidence: float = 0.95, synthetic=None) -> ErrorBound:
+        """High-probability bound on the L1 error of the synthetic marginal on ``attrs`` (AIM §5).
+
+        Bounds ‖M(D)/N − M(D̂)/N̂‖₁ (normalised real vs synthetic marginal) with probability at least
+        ``confidence``, for any marginal in the downward closure of the workload. ``synthetic``: the
+        synthetic table (integer codes or Dataset); defaults to the last ``sample()``, else the
+        model's own marginal. Uses released quantities only: no privacy cost.
+        """
+        self._check_fitted()
+        return aim_error_bound(self, attrs, confidence, synthetic)
+
+    def sample_codes(self, rows: int | None = None) -> np.ndarray:
+        codes = super().sample_codes(rows)
+        self.last_sample_ = codes  # what error_bound() bounds by default
+        return codes
+
+    def error_bounds(self, confidence: float = 0.95, synthetic=None) -> list[ErrorBound]:
+        """:meth:`error_bound` for every marginal of the workload (no privacy cost)."""
+        return [self.error_bound(r, confidence, synthetic) for r, _ in self.workload_]

@@ -1,0 +1,66 @@
+"""AIM's error bounds: coverage, no privacy cost, and the supported-case formula."""
+
+import math
+
+import numpy as np
+import pytest
+
+from privmarg import AIM, Dataset
+from test_mechanisms import correlated_table
+
+
+def true_error(data, syn, r):
+    return np.abs(data.project(r) / len(data) - syn.project(r) / len(syn)).sum()
+
+
+@pytest.mark.parametrize("neighbour", ["add_remove", "replace_one"])
+def test_bounds_cover_true_error(neighbour):
+    data = correlated_table(n=4000)
+    viol = total = 0
+    kinds = set()
+    for seed in range(6):
+        mech = AIM(1.0, 1e-6, workload="all-2way", seed=seed, neighbour=neighbour, iters=60, final_iters=200)
+        mech.fit(data)
+        syn = Dataset(mech.sample_codes(), data.domain)
+        spent = mech.accountant_.rho_spent
+        for r in mech.weights_:
+            b = mech.error_bound(r, confidence=0.95)
+            kinds.add(b.supported)
+            assert 0 < b.l1_bound <= 2
+            total += 1
+            viol += true_error(data, syn, r) > b.l1_bound
+        assert mech.accountant_.rho_spent == spent  # bounds are free
+        assert len(mech.error_bounds()) == len(mech.workload_)
+    assert kinds == {True, False}
+    assert viol <= 0.05 * total, (viol, total)
+
+
+def test_supported_bound_matches_formula_for_one_way():
+    data = correlated_table(n=4000)
+    mech = AIM(0.5, 1e-6, workload="all-2way", seed=0, neighbour="replace_one", iters=60, final_iters=200).fit(data)
+    codes = mech.sample_codes()
+    syn = Dataset(codes, data.domain)
+    b = mech.error_bound(("a",), confidence=0.9)
+    assert b.supported
+    covering = [m for m in mech.measurements_ if "a" in m.attrs]
+    n_r = data.domain["a"]
+    num, den = np.zeros(n_r), 0.0
+    for m in covering:
+        arr = m.y.reshape(data.domain.sizes(m.attrs))
+        ax = tuple(i for i, x in enumerate(m.attrs) if x != "a")
+        y = arr.sum(axis=ax) if ax else arr
+        w = n_r / (data.domain.size(m.attrs) * m.sigma**2)
+        num, den = num + w * y.ravel(), den + w
+    lam = math.sqrt(2 * math.log(10))
+    s = syn.project(["a"]) / len(syn)
+    N = len(data)
+    expect = (math.sqrt(den**-1) * (math.sqrt(2 / math.pi) * n_r + lam * math.sqrt(n_r))
+              + np.abs(num / den - N * s).sum()) / N
+    assert b.l1_bound == pytest.approx(expect, rel=1e-9)
+
+
+def test_bound_rejects_marginals_outside_the_workload():
+    data = correlated_table(n=2000)
+    mech = AIM(1.0, 1e-6, workload=[("a", "b")], seed=0, iters=30, final_iters=50).fit(data)
+    with pytest.raises(ValueError):
+        mech.error_bound(("c", "d"))
