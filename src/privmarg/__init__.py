@@ -3,12 +3,12 @@
 from .dataset import DataError, Dataset
 from .domain import Domain
 from .estimation import GraphicalModel, Measurement, StructuralZero, estimate, model_size_mb
-from .mechanisms import AIM, MST, MWEM, Independent
+from .mechanisms import AIM, MST, MWEM, Independent, PrivPGD, WithGenerator
 from .privacy import Accountant, BudgetExceededError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AIM", "MST", "MWEM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
-    "GraphicalModel", "Independent", "Measurement", "StructuralZero", "estimate", "model_size_mb",
+    "GraphicalModel", "Independent", "PrivPGD", "WithGenerator", "Measurement", "StructuralZero", "estimate", "model_size_mb",
 ]

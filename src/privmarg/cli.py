@@ -18,6 +18,7 @@ from .domain import Domain
 from .io import write_json, write_table, write_text
 from .privacy import NEIGHBOURS, BudgetExceededError
 from .schema import DRAFT_WARNING, Schema, draft_schema
+from .estimation import load_zeros
 from .workload import parse_workload
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -49,16 +50,18 @@ def synth(
     domain: Optional[Path] = typer.Option(None, "--domain", help='JSON {"column": size, ...} for integer-coded input'),
     schema: Optional[Path] = typer.Option(None, "--schema", help="public schema (JSON or YAML) for a raw table"),
     drop_unknown: bool = typer.Option(False, "--drop-unknown", help="drop input columns the schema/domain does not name"),
-    method: str = typer.Option("aim", "--method", help="aim, mst, mwem or independent"),
+    method: str = typer.Option("aim", "--method", help="aim, mst, mwem, independent or privpgd"),
+    generator: Optional[str] = typer.Option(None, "--generator", help="pgm (default) or privpgd: generate records from the selected measurements with PrivPGD"),
     epsilon: float = typer.Option(1.0, "--epsilon", help="privacy epsilon (> 0)"),
     delta: float = typer.Option(1e-9, "--delta", help="privacy delta, in (0, 1)"),
     rows: Optional[int] = typer.Option(None, "--rows", help="synthetic rows (default: N under replace-one, a noisy N otherwise)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="makes the whole run reproducible"),
     workload: str = typer.Option("all-3way", "--workload", help="all-2way, all-3way, all-3way:target=COL or a JSON file"),
     max_model_size: float = typer.Option(80.0, "--max-model-size", help="model capacity in MB (AIM, MWEM)"),
-    neighbour: str = typer.Option("add_remove", "--neighbour", help="add_remove or replace_one"),
+    neighbour: Optional[str] = typer.Option(None, "--neighbour", help="add_remove or replace_one (default: the method's; add_remove except PrivPGD)"),
     output: Path = typer.Option(..., "--output", "-o", help="synthetic table (.csv or .parquet)"),
     report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, timing"),
+    zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..] (with --domain)'),
 ) -> None:
     """Fit a mechanism on INPUT and write a synthetic table (written atomically, all or nothing)."""
     from .mechanisms import MECHANISMS
@@ -72,7 +75,7 @@ def synth(
             raise UsageProblem(f"--epsilon must be > 0, got {epsilon}")
         if not 0 < delta < 1:
             raise UsageProblem(f"--delta must be in (0, 1), got {delta}")
-        if neighbour not in NEIGHBOURS:
+        if neighbour is not None and neighbour not in NEIGHBOURS:
             raise UsageProblem(f"--neighbour must be one of {', '.join(NEIGHBOURS)}")
         if rows is not None and rows < 0:
             raise UsageProblem("--rows must be >= 0")
@@ -90,11 +93,21 @@ def synth(
         else:
             dom = Domain.from_json(domain)
             data = Dataset.from_frame(read_table(input), dom, drop_unknown=drop_unknown)
+        if zeros is not None and schema is not None:
+            raise UsageProblem("--zeros takes integer codes: use it with --domain")
+        zero_list = load_zeros(zeros, dom) if zeros is not None else None
         kw: dict = {"seed": seed, "neighbour": neighbour}
         if method_l in ("aim", "mwem"):
             parse_workload(workload, dom)  # fail before any budget is spent
             kw.update(workload=workload, max_model_size=max_model_size)
+        if generator not in (None, "pgm", "privpgd"):
+            raise UsageProblem(f"unknown generator {generator!r}: choose pgm or privpgd")
         mech = MECHANISMS[method_l](epsilon, delta, **kw)
+        if generator == "privpgd" and method_l != "privpgd":
+            from .generators.privpgd import PrivPGDGenerator
+            from .mechanisms.privpgd import WithGenerator
+
+            mech = WithGenerator(mech, PrivPGDGenerator(seed=seed))
     except (UsageProblem, DataError, ValueError, KeyError, FileNotFoundError, OSError) as e:
         _fail(_one_line(e))
 
@@ -109,7 +122,7 @@ def synth(
             if schema is not None:
                 mech.fit(data, sch, progress=progress, drop_unknown=drop_unknown)
             else:
-                mech.fit(data, progress=progress)
+                mech.fit(data, progress=progress, zeros=zero_list)
             bar.update(task, completed=1.0, msg="sampling")
             synthetic = mech.sample(rows)
         write_table(synthetic, output)

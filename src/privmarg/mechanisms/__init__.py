@@ -5,7 +5,8 @@ from .base import Mechanism
 from .independent import Independent
 from .mst import MST
 from .mwem import MWEM
+from .privpgd import PrivPGD, WithGenerator
 
-MECHANISMS = {"aim": AIM, "mst": MST, "mwem": MWEM, "independent": Independent}
+MECHANISMS = {"aim": AIM, "mst": MST, "mwem": MWEM, "independent": Independent, "privpgd": PrivPGD}
 
-__all__ = ["AIM", "MECHANISMS", "MST", "MWEM", "Independent", "Mechanism"]
+__all__ = ["AIM", "MECHANISMS", "MST", "MWEM", "Independent", "Mechanism", "PrivPGD", "WithGenerator"]

@@ -65,17 +65,18 @@ class MST(Mechanism):
         self.measurements_ = ones + twos  # 2-way answers are over the compressed domain
         self.edges_ = edges
         self.model_ = estimate(cdom, cones + twos, total=self.total_, iters=self.final_iters, tol=self.tol,
-                               zeros=self.zeros_ if not self.supports_ else ())
+                               zeros=self.zeros_)
         self._progress(self.rho_used_, rho, "MST: done")
 
     def _compress(self, data: Dataset, ones: list[Measurement], s: float):
         """Keep values whose noisy count is ≥ 3s; merge the rest into one extra value (SPEC §5 step 2)."""
         dom = data.domain
+        keep = {a for z in self.zeros_ for a in z.attrs}  # zeros are declared on original values
         shape, cones, cols = [], [], []
         for j, (a, m) in enumerate(zip(dom.attrs, ones)):
             supp = m.y >= 3 * s
             k = dom[a]
-            if supp.all():
+            if supp.all() or a in keep:
                 shape.append(k)
                 cones.append(m)
                 cols.append(data.codes[:, j])
