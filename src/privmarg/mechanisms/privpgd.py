@@ -25,7 +25,7 @@ from ..dataset import Dataset
 from ..domain import Domain
 from ..estimation import Measurement, estimate_total
 from ..privacy import marginal_l2
-from .base import Mechanism, as_dataset
+from .base import Mechanism
 
 
 def _generator_cls():
@@ -92,7 +92,7 @@ class PrivPGD(Mechanism):
     def _fit(self, data: Dataset) -> None:
         dom = data.domain
         acc = self.accountant_
-        rho = acc.rho_total
+        rho = self.rho_available_  # the budget left after any DP preprocessing
         cliques = self._cliques(dom)
         self.cliques_ = cliques
         con = copy.copy(self.constraint)  # fitted state (the released estimate) stays with this fit
@@ -107,14 +107,14 @@ class PrivPGD(Mechanism):
         self.sigma_ = sigma
         for c in cliques:
             self.measure(data, c, sigma, what=f"PrivPGD marginal {','.join(c)}")
-        self._progress(acc.rho_spent, rho, f"PrivPGD: {len(cliques)} marginals measured")
+        self._progress(self.rho_used_, rho, f"PrivPGD: {len(cliques)} marginals measured")
         total = self.total_
         if total is None:  # add/remove: N is private, estimate it from the released marginals
             total = estimate_total(self.measurements_, dom)
         # 2) the constraint's statistic (remaining budget)
         if release:
-            con.release(data, acc, rho - acc.rho_spent, self.noise_rng_, total)
-            self._progress(acc.rho_spent, rho, "PrivPGD: constraint statistic released")
+            con.release(data, acc, rho - self.rho_used_, self.noise_rng_, total)
+            self._progress(self.rho_used_, rho, "PrivPGD: constraint statistic released")
         elif con is not None and hasattr(con, "resolve"):
             con.resolve(dom)
         # 3) generation (post-processing)
@@ -127,11 +127,11 @@ class PrivPGD(Mechanism):
         epochs = gen.epochs
 
         def on_epoch(epoch, n, loss):
-            self._progress(acc.rho_spent, rho, f"PrivPGD epoch {epoch}/{n}: loss {loss:.4g}")
+            self._progress(self.rho_used_, rho, f"PrivPGD epoch {epoch}/{n}: loss {loss:.4g}")
 
         gen.fit(self.measurements_, dom, zeros=self.zeros_, constraint=con, total=total, progress=on_epoch)
         self.generator_ = gen
-        self._progress(acc.rho_spent, rho, f"PrivPGD: done ({epochs} epochs)")
+        self._progress(self.rho_used_, rho, f"PrivPGD: done ({epochs} epochs)")
 
     # sampling: from the particles, no graphical model ---------------------------------------
     def _check_fitted(self):
@@ -172,30 +172,30 @@ class WithGenerator(Mechanism):
         self.epsilon, self.delta, self.rho = selector.epsilon, selector.delta, selector.rho
         self.neighbour = selector.neighbour
         self.seed = selector.seed
+        self.preprocess_share = getattr(selector, "preprocess_share", 0.1)
         self.rho_total = selector.rho_total
 
-    def fit(self, data: Any, domain: Any = None, *, zeros=None, progress=None) -> "WithGenerator":
+    def fit(self, data: Any, domain: Any = None, *, zeros=None, progress=None,
+            drop_unknown: bool = False) -> "WithGenerator":
+        """Fit the selector (whole budget), then generate from its measurements (free)."""
         import time
 
         t0 = time.perf_counter()
-        dataset = as_dataset(data, domain)
-        sel = self.selector.fit(dataset, zeros=zeros, progress=progress)
-        self.domain_ = sel.domain_
-        self.accountant_ = sel.accountant_
-        self.log_ = sel.log_
-        self.zeros_ = sel.zeros_
-        self.public_rows_ = sel.public_rows_
-        self.noise_rng_, self.sample_rng_ = sel.noise_rng_, sel.sample_rng_
+        sel = self.selector.fit(data, domain, zeros=zeros, progress=progress, drop_unknown=drop_unknown)
+        for name in ("domain_", "accountant_", "log_", "zeros_", "public_rows_", "noise_rng_", "sample_rng_",
+                     "schema_", "encoder_", "rho_preprocess_", "rho_available_"):
+            if hasattr(sel, name):
+                setattr(self, name, getattr(sel, name))
         self.measurements_ = selector_measurements(sel)
         self._progress = progress or (lambda spent, total, msg: None)
         total = sel.total_
-        if total is None:
+        if total is None:  # add/remove: N is private, estimate it from the released marginals
             total = estimate_total(self.measurements_, self.domain_)
         gen = self.generator.clone(seed=_gen_seed(self.sample_rng_))
-        acc = self.accountant_
+        used, avail = sel.rho_used_, sel.rho_available_
 
         def on_epoch(epoch, n, loss):
-            self._progress(acc.rho_spent, acc.rho_total, f"PrivPGD epoch {epoch}/{n}: loss {loss:.4g}")
+            self._progress(used, avail, f"PrivPGD epoch {epoch}/{n}: loss {loss:.4g}")
 
         gen.fit(self.measurements_, self.domain_, zeros=self.zeros_, total=total, progress=on_epoch)
         self.generator_ = gen
