@@ -134,61 +134,92 @@ def _canonical_measurement(domain: Domain, m: Measurement):
     return canon, m.y, q
 
 
-class _Objective:
-    """L(μ) = Σ_i ω_i ‖Q_i M_{r_i}(μ) − y_i‖² and its gradient, grouped by measured clique."""
+class _Problem:
+    """The loss and its parts as flat vectors and sparse maps, so one evaluation costs a handful of
+    vector operations besides belief propagation (per-clique Python loops dominated before).
 
-    def __init__(self, domain: Domain, tree: JunctionTree, measurements: Sequence[Measurement],
-                 weighting: str):
-        self.groups: dict[tuple[str, ...], list] = {}
+    Index spaces: ``x`` = the cells of every potential's clique ``r`` (measured or warm-started),
+    concatenated; ``mu`` = the cells of every maximal clique. ``A`` sums clique marginals down to
+    the ``x`` cells (x = A μ); its transpose spreads potentials over maximal cliques (θ = Aᵀ φ).
+    """
+
+    def __init__(self, domain: Domain, tree: JunctionTree, plan: _Plan, measurements: Sequence[Measurement],
+                 keys: list[tuple[str, ...]], weighting: str):
+        from scipy import sparse
+
+        self.keys = keys
+        sizes = [domain.size(r) for r in keys]
+        self.x_off = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        self.slices = {r: slice(self.x_off[k], self.x_off[k + 1]) for k, r in enumerate(keys)}
+        self.shapes = {r: domain.sizes(r) for r in keys}
+        mu_sizes = [int(np.prod(s)) for s in plan.shapes]
+        self.mu_off = np.concatenate([[0], np.cumsum(mu_sizes)]).astype(int)
+        rows, cols = [], []
+        for r in keys:
+            i = tree.find_clique(r)
+            n_c = mu_sizes[i]
+            r_idx = np.broadcast_to(np.arange(domain.size(r)).reshape(broadcast_shape(domain, r, tree.cliques[i])),
+                                    plan.shapes[i]).ravel()
+            rows.append(self.x_off[keys.index(r)] + r_idx)
+            cols.append(self.mu_off[i] + np.arange(n_c))
+        rows = np.concatenate(rows) if rows else np.zeros(0, int)
+        cols = np.concatenate(cols) if cols else np.zeros(0, int)
+        self.A = sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(self.x_off[-1], self.mu_off[-1]))
+        self.At = self.A.T.tocsr()
+        # identity measurements merge per clique: Σ w‖x−y‖² = W‖x−ȳ‖² + const
+        n = self.x_off[-1]
+        self.W = np.zeros(n)
+        wy = np.zeros(n)
+        self.const = 0.0
+        self.linear = []  # (slice, Q, y, w) for measurements with a query matrix
+        curv = np.zeros(n)
         for m in measurements:
             canon, y, q = _canonical_measurement(domain, m)
             if not canon:
                 continue
-            if weighting == "mle":
-                w = 1.0 / (2.0 * m.sigma**2)
-            elif weighting == "inv_sigma":
-                w = 1.0 / m.sigma
-            elif weighting == "equal":
-                w = 1.0
+            w = _weight(m.sigma, weighting)
+            sl = self.slices[canon]
+            if q is None:
+                self.W[sl] += w
+                wy[sl] += w * y
+                self.const += w * float(y @ y)
+                curv[sl] += 2 * w
             else:
-                raise ValueError("weighting must be 'mle', 'inv_sigma' or 'equal'")
-            self.groups.setdefault(canon, []).append((q, y, w))
-        self.where: dict[tuple[str, ...], tuple[int, tuple[int, ...], tuple[int, ...]]] = {}
-        for r in self.groups:
-            i = tree.find_clique(r)
-            c = tree.cliques[i]
-            self.where[r] = (i, sum_axes(r, c), broadcast_shape(domain, r, c))
-        # identity measurements of one clique merge: Σ w‖x−y‖² = W‖x−ȳ‖² + const
-        self.const = 0.0
-        merged = {}
-        for r, items in self.groups.items():
-            ident = [(y, w) for q, y, w in items if q is None]
-            rest = [(q, y, w) for q, y, w in items if q is not None]
-            if len(ident) > 1:
-                W = sum(w for _, w in ident)
-                ybar = sum(w * y for y, w in ident) / W
-                self.const += sum(w * float((y - ybar) @ (y - ybar)) for y, w in ident)
-                ident = [(ybar, W)]
-            merged[r] = [(None, y, w) for y, w in ident] + rest
-        self.groups = merged
+                self.linear.append((sl, q, y, w))
+                curv[sl] += 2 * w * np.einsum("ij,ij->j", q, q)
+        self.ybar = np.divide(wy, self.W, out=np.zeros(n), where=self.W > 0)
+        self.const -= float(self.W @ (self.ybar**2))  # Σ w y² − W ȳ²
+        self.curv = np.where(curv > 0, curv, 1.0)
+        self.measured = np.zeros(n, dtype=bool)
+        self.measured[curv > 0] = True
 
-    def __call__(self, mu: list[np.ndarray]):
-        """(loss, gradient per measured clique, the model's marginal per measured clique)."""
-        loss = self.const
-        grads: dict[tuple[str, ...], np.ndarray] = {}
-        xs: dict[tuple[str, ...], np.ndarray] = {}
-        for r, items in self.groups.items():
-            i, ax, _ = self.where[r]
-            x = (mu[i].sum(axis=ax) if ax else mu[i]).ravel()
-            g = None
-            for q, y, w in items:
-                res = (x if q is None else q @ x) - y
-                loss += w * float(res @ res)
-                gi = 2.0 * w * (res if q is None else q.T @ res)
-                g = gi if g is None else g + gi
-            grads[r] = g
-            xs[r] = x
-        return loss, grads, xs
+    def __call__(self, mu_flat: np.ndarray):
+        """(loss, gradient w.r.t. the x cells, x = the model's marginals on the potentials' cliques)."""
+        x = self.A @ mu_flat
+        res = x - self.ybar
+        wres = self.W * res
+        loss = self.const + _dot(wres, res)
+        g = 2.0 * wres
+        for sl, q, y, w in self.linear:
+            rl = q @ x[sl] - y
+            loss += w * _dot(rl, rl)
+            g[sl] += 2.0 * w * (q.T @ rl)
+        return loss, g, x
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    # einsum rather than BLAS ddot: multi-threaded BLAS spins badly on a loaded 2-core machine
+    return float(np.einsum("i,i->", a, b))
+
+
+def _weight(sigma: float, weighting: str) -> float:
+    if weighting == "mle":
+        return 1.0 / (2.0 * sigma**2)
+    if weighting == "inv_sigma":
+        return 1.0 / sigma
+    if weighting == "equal":
+        return 1.0
+    raise ValueError("weighting must be 'mle', 'inv_sigma' or 'equal'")
 
 
 def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: float | None = None,
@@ -219,74 +250,68 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     cliques = [c for c in cliques if c]
     tree = JunctionTree.build(domain, cliques)
     plan = _Plan(tree)
-    obj = _Objective(domain, tree, measurements, weighting)
+    if method not in ("md", "precond"):
+        raise ValueError("method must be 'md' or 'precond'")
+    precond = method == "precond"
 
-    # potentials φ_r per measured clique; θ_C = Σ_{r→C} φ_r, plus -inf on structural zeros
-    phi: dict[tuple[str, ...], np.ndarray] = {r: np.zeros(domain.sizes(r)) for r in obj.groups}
+    # potentials φ_r, one per measured (or warm-started) clique; θ = Aᵀφ plus -inf on structural zeros
+    keys = list(dict.fromkeys(domain.canonical(m.attrs) for m in measurements if m.attrs))
+    warm_vals = {}
     for key, val in (warm or {}).items():
         key = domain.canonical(key)
-        if tree.find_clique(key) is None:
-            continue
-        val = np.asarray(val, dtype=float).reshape(domain.sizes(key))
-        phi[key] = phi[key] + val if key in phi else val.copy()
-    base = [np.zeros(s) for s in plan.shapes]
+        if key and tree.find_clique(key) is not None:
+            warm_vals[key] = np.asarray(val, dtype=float).ravel()
+            if key not in keys:
+                keys.append(key)
+    prob = _Problem(domain, tree, plan, measurements, keys, weighting)
+    phi = np.zeros(prob.x_off[-1])
+    for key, val in warm_vals.items():
+        phi[prob.slices[key]] += val
+    base = np.zeros(prob.mu_off[-1])
     for z in zeros:
         key = domain.canonical(z.attrs)
         mask = z.mask.reshape(domain.sizes(z.attrs))
         if key != z.attrs:
             mask = mask.transpose([z.attrs.index(a) for a in key])
         i = tree.find_clique(key)
-        base[i] = np.where(mask.reshape(broadcast_shape(domain, key, tree.cliques[i])), -np.inf, base[i])
-    assigned: list[list[tuple[tuple[str, ...], tuple[int, ...]]]] = [[] for _ in tree.cliques]
-    for r in phi:
-        i = tree.find_clique(r)
-        assigned[i].append((r, broadcast_shape(domain, r, tree.cliques[i])))
+        view = base[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(plan.shapes[i])
+        view[np.broadcast_to(mask.reshape(broadcast_shape(domain, key, tree.cliques[i])), plan.shapes[i])] = -np.inf
+    has_zeros = bool(zeros)
+    n_cl = len(plan.shapes)
+
+    def views(flat):
+        return [flat[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(plan.shapes[i]) for i in range(n_cl)]
 
     n_eval = [0]
 
     def evaluate(params):
         n_eval[0] += 1
-        theta = []
-        for b, items in zip(base, assigned):
-            t = b
-            for r, shape in items:
-                t = t + params[r].reshape(shape)
-            theta.append(t)
-        mu, _, _ = belief_propagation(plan, theta, total)
-        return (theta, mu) + obj(mu)
+        theta_flat = prob.At @ params
+        if has_zeros:
+            theta_flat += base
+        mu_flat = np.empty(prob.mu_off[-1])
+        mu, _, _ = belief_propagation(plan, views(theta_flat), total, out=views(mu_flat))
+        return (theta_flat, mu_flat) + prob(mu_flat)
 
     # Diagonal preconditioner (method="precond"): per measured cell, the inverse curvature of the
     # loss in log space, 1 / (2 Σω (x + s)). Near-empty cells then move by O(1) in log space per
     # step (like iterative proportional fitting) instead of by O(ω·|y|·step), which is what makes
     # plain mirror descent crawl when noisy counts of empty cells are negative.
-    curv = {r: 2.0 * sum(w * (1.0 if q is None else np.einsum("ij,ij->j", q, q)) for q, _, w in items)
-            for r, items in obj.groups.items()}
-    smooth = {r: 0.01 * total / max(1, domain.size(r)) for r in obj.groups}
+    smooth = np.concatenate([np.full(domain.size(r), 0.01 * total / max(1, domain.size(r))) for r in keys]) \
+        if keys else np.zeros(0)
 
-    if method not in ("md", "precond"):
-        raise ValueError("method must be 'md' or 'precond'")
-    precond = method == "precond"
-
-    def direction(grads, xs):
-        if not precond:
-            return grads
-        return {r: g / (curv[r] * (np.maximum(xs[r], 0.0) + smooth[r])) for r, g in grads.items()}
-
-    def step_from(params, grads, alpha):
-        return {r: (v - alpha * grads[r].reshape(v.shape) if r in grads else v) for r, v in params.items()}
-
-    def decrease(grads, xs0, xs1):  # ⟨∇L(μ0), μ0 − μ1⟩ through the measured marginals
-        return sum(float(np.vdot(g, xs0[r] - xs1[r])) for r, g in grads.items())
+    def direction(g, x):
+        return g / (prob.curv * (np.maximum(x, 0.0) + smooth)) if precond else g
 
     theta, mu, loss, grads, xs = evaluate(phi)
     history = [loss]
-    converged = not obj.groups
+    converged = not prob.measured.any()
     it = 0
     backtracked = False
     alpha = step
-    if obj.groups and loss > 0:
+    if prob.measured.any() and loss > 0:
         # a step that moves each cell by about its residual (dμ/dθ ≈ μ ≤ N); warm starts reuse theirs
-        wmax = max(w for items in obj.groups.values() for _, _, w in items)
+        wmax = max([float(prob.W.max())] + [w for *_, w in prob.linear])
         alpha = step if step is not None else 1.0 / (2.0 * wmax * total)
         alpha /= grow
         alpha_p = 0.5  # relative step along the preconditioned direction (1 = a full diagonal Newton step)
@@ -296,18 +321,18 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
                 # one try along the preconditioned direction; on failure shrink its step and fall
                 # back to a plain mirror-descent step (a second try costs more than it gains)
                 alpha_p = min(alpha_p * grow, 1.0)
-                cand = step_from(phi, direction(grads, xs), alpha_p)
+                cand = phi - alpha_p * direction(grads, xs)
                 theta_c, mu_c, loss_c, grads_c, xs_c = evaluate(cand)
-                dec = decrease(grads, xs, xs_c)
+                dec = _dot(grads, xs - xs_c)  # ⟨∇L(μ), μ − μ'⟩ through the measured marginals
                 ok = dec > 0 and loss - loss_c >= 0.25 * dec
                 if not ok:
                     alpha_p = max(alpha_p * 0.25, 1e-3)
             if not ok:
                 alpha *= grow
                 for _ in range(30):
-                    cand = step_from(phi, grads, alpha)
+                    cand = phi - alpha * grads
                     theta_c, mu_c, loss_c, grads_c, xs_c = evaluate(cand)
-                    if loss - loss_c >= 0.5 * alpha * decrease(grads, xs, xs_c):
+                    if loss - loss_c >= 0.5 * alpha * _dot(grads, xs - xs_c):
                         break
                     alpha *= 0.5
                     backtracked = True
@@ -322,8 +347,9 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
             if loss <= 1e-30 * total**2:
                 converged = True
                 break
+    theta, mu = views(theta), views(mu)
     model = GraphicalModel(domain, tree, theta, total, plan=plan, marginals=mu)
-    model.potentials = phi
+    model.potentials = {r: phi[prob.slices[r]].reshape(prob.shapes[r]).copy() for r in keys}
     model.step_size = alpha
     model.zeros = zeros
     model.info = FitInfo(loss=loss, iterations=it, seconds=time.perf_counter() - t0,

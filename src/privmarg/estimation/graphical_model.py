@@ -58,18 +58,31 @@ class _Plan:
         self.bfs = [0] + [c for _, c in tree.edges]
 
 
-def belief_propagation(plan: _Plan, theta: list[np.ndarray], total: float):
-    """Calibrate the tree (Hugin-style, log space). Returns (marginals scaled to ``total``, log Z, log beliefs)."""
+def belief_propagation(plan: _Plan, theta: list[np.ndarray], total: float, out: list[np.ndarray] | None = None):
+    """Calibrate the tree (Hugin-style, log space). Returns (marginals scaled to ``total``, log Z, log beliefs).
+
+    ``out``: arrays (one per clique) to write the marginals into, e.g. views of one flat buffer.
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
-        return _bp(plan, theta, total)
+        return _bp(plan, theta, total, out)
 
 
-def _bp(plan: _Plan, theta: list[np.ndarray], total: float):
+def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
     n = len(theta)
     b = list(theta)
     up: list[np.ndarray | None] = [None] * n
+    up_inf = [False] * n
     for p, c in reversed(plan.edges):
-        msg = _lse(b[c], plan.child_axes[c]).reshape(plan.in_parent[c])
+        # one scalar shift per clique: separator values e^-700 below the clique's mode underflow to
+        # -inf (probability 0), which is harmless and saves a pass per message
+        bc = b[c]
+        m = bc.max()
+        if not np.isfinite(m):
+            raise FloatingPointError("the model puts zero mass everywhere (contradictory structural zeros?)")
+        ax = plan.child_axes[c]
+        msg = (np.log(np.exp(bc - m).sum(axis=ax)) if ax else bc.copy()) + m
+        up_inf[c] = not np.isfinite(msg).all()
+        msg = msg.reshape(plan.in_parent[c])
         up[c] = msg
         b[p] = b[p] + msg
     mu: list[np.ndarray | None] = [None] * n
@@ -90,12 +103,12 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float):
             sep = (np.log(e.sum(axis=ax)) if ax else np.log(e)) + m
             upc = up[c].reshape(plan.in_child[c])
             down = sep.reshape(plan.in_child[c]) - upc
-            if np.isnan(down).any():  # -inf - -inf on zero-mass separator cells
+            if up_inf[c]:  # -inf - -inf on zero-mass separator cells
                 down = np.where(np.isneginf(upc), -np.inf, down)
             b[c] = b[c] + down
-    scale = [np.exp(mx[i] - log_z) * total for i in range(n)]
     for i in range(n):
-        mu[i] = mu[i] * scale[i]
+        scale = np.exp(mx[i] - log_z) * total
+        mu[i] = np.multiply(mu[i], scale, out=out[i]) if out is not None else mu[i] * scale
     return mu, log_z, b
 
 
