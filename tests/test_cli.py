@@ -133,3 +133,22 @@ def test_adult_end_to_end_aim_beats_mst_and_independent(tmp_path):
         errs[method] = workload_error(real, Dataset.read(out, dom), all_kway(dom, 3))
     assert errs["aim"] < 0.20, errs
     assert errs["aim"] < errs["mst"] and errs["aim"] < errs["independent"], errs
+
+
+def test_zeros_file_is_honoured(small):
+    d, df = small
+    zeros = [{"attrs": ["b", "a"], "cells": [[0, 0], [1, 2], [3, 1]]}, {"attrs": ["c"], "allowed": [[1]]}]
+    (d / "zeros.json").write_text(json.dumps(zeros))
+    for method in ("mst", "aim"):
+        out = d / f"z-{method}.csv"
+        r = run("synth", d / "data.csv", "--domain", d / "domain.json", "--method", method, "--zeros",
+                d / "zeros.json", "--workload", "all-2way", "--seed", 0, "--output", out)
+        assert r.exit_code == 0, r.output
+        syn = pd.read_csv(out)
+        pairs = set(zip(syn["b"], syn["a"]))
+        assert not pairs & {(0, 0), (1, 2), (3, 1)}
+        assert (syn["c"] == 1).all()
+    (d / "badzeros.json").write_text(json.dumps([{"attrs": ["a", "zz"], "cells": [[0, 0]]}]))
+    r = run("synth", d / "data.csv", "--domain", d / "domain.json", "--zeros", d / "badzeros.json",
+            "--output", d / "never.csv")
+    assert r.exit_code == 2 and not (d / "never.csv").exists()
