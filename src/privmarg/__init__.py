@@ -4,11 +4,13 @@ from .dataset import DataError, Dataset
 from .domain import Domain
 from .estimation import GraphicalModel, Measurement, StructuralZero, estimate, model_size_mb
 from .mechanisms import AIM, MST, MWEM, Independent, PrivPGD, WithGenerator
+from .preprocess import TableEncoder
 from .privacy import Accountant, BudgetExceededError
+from .schema import Schema
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AIM", "MST", "MWEM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
-    "GraphicalModel", "Independent", "PrivPGD", "WithGenerator", "Measurement", "StructuralZero", "estimate", "model_size_mb",
+    "GraphicalModel", "Independent", "PrivPGD", "Schema", "TableEncoder", "WithGenerator", "Measurement", "StructuralZero", "estimate", "model_size_mb",
 ]
