@@ -15,6 +15,7 @@ A config (paths relative to the config file's folder)::
     ml_models: [gbdt, rf, mlp, xgboost, catboost]
     ml_max_train_rows: null      # subsample training rows for ML (speed); null = all
     max_crashes: 2               # a cell whose worker dies this often is given up (errors.jsonl)
+    start_method: forkserver     # or spawn (worker processes)
     datasets:
       adult: {data: adult.csv, domain: domain.json, target: "income>50K", numeric: [age], task: auto}
     methods:
@@ -101,6 +102,7 @@ class BenchConfig:
     ml_max_train_rows: int | None = None
     max_crashes: int = 2
     figure_metrics: list[str] | None = None
+    start_method: str = "forkserver"
 
     @property
     def results_path(self) -> Path:
@@ -206,7 +208,7 @@ def load_config(path: str | Path) -> BenchConfig:
         raise ConfigError("split.test_fraction: must be in (0, 1)")
     known = {"output", "workers", "delta", "epsilons", "seeds", "reference", "baseline", "split", "rows",
              "metrics", "ml_models", "ml_max_train_rows", "max_crashes", "datasets", "methods", "name",
-             "figure_metrics"}
+             "figure_metrics", "start_method"}
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; known: {', '.join(sorted(known))}")
@@ -216,6 +218,9 @@ def load_config(path: str | Path) -> BenchConfig:
     workers = int(raw.get("workers", 1))
     if workers < 1:
         raise ConfigError("workers: must be >= 1")
+    start_method = str(raw.get("start_method", "forkserver"))
+    if start_method not in ("forkserver", "spawn"):
+        raise ConfigError("start_method: forkserver or spawn")
     metrics = raw.get("metrics")
     if metrics is not None:
         from ..evaluation.report import ALL_METRICS
@@ -229,4 +234,5 @@ def load_config(path: str | Path) -> BenchConfig:
         reference=raw.get("reference"), baseline=bool(raw.get("baseline", True)), split=split,
         rows=raw.get("rows"), metrics=list(metrics) if metrics is not None else None,
         ml_models=raw.get("ml_models"), ml_max_train_rows=raw.get("ml_max_train_rows"),
-        max_crashes=int(raw.get("max_crashes", 2)), figure_metrics=raw.get("figure_metrics"))
+        max_crashes=int(raw.get("max_crashes", 2)), figure_metrics=raw.get("figure_metrics"),
+        start_method=start_method)

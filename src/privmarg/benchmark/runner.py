@@ -2,8 +2,8 @@
 
 ``run_benchmark(config)`` expands the config to cells (dataset × method × epsilon × seed, plus one
 ``real`` baseline per dataset), skips the cells already in ``results.jsonl``, and runs the rest in a
-:class:`concurrent.futures.ProcessPoolExecutor` (``spawn`` workers, at most ``workers`` cells in
-flight). The parent alone writes: each finished cell becomes one fsync'ed JSON line, so an
+:class:`concurrent.futures.ProcessPoolExecutor` (``forkserver`` or ``spawn`` workers, at most
+``workers`` cells in flight; one BLAS thread each when ``workers > 1``). The parent alone writes: each finished cell becomes one fsync'ed JSON line, so an
 interrupted sweep (Ctrl-C, a killed parent, a killed worker) resumes where it stopped on rerun.
 
 A worker that dies (OOM killer, segfault, SIGKILL) breaks the pool: finished cells are kept, the
@@ -99,12 +99,24 @@ def _subsample(data: Dataset, rows: int | None, seed: int) -> Dataset:
     return Dataset(data.codes[idx], data.domain, validate=False)
 
 
+def _limit_threads() -> None:
+    """One BLAS/OpenMP thread per worker when several workers share the cores."""
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1)
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        pass
+
+
 def run_cell(cell: Cell, options: dict) -> dict:
     """Fit one method on one training split, sample, evaluate; returns the record (never raises).
 
-    Timing: ``fit_seconds`` and ``sample_seconds`` (wall), ``cpu_seconds`` (process CPU of both).
-    Memory: ``peak_rss_mb``, this process's resident-set high-water mark during fit + sample (reset
-    before the fit on Linux), and ``fit_extra_mb`` = that peak minus the RSS before the fit.
+    Timing: ``fit_seconds`` and ``sample_seconds`` (wall), ``cpu_seconds`` (process CPU of both;
+    ``child_cpu_seconds`` for subprocesses such as peers). Memory: ``peak_rss_mb``, this process's
+    resident-set high-water mark during fit + sample (reset before the fit on Linux), and
+    ``fit_extra_mb`` = that peak minus the RSS before the fit (``children_peak_rss_mb`` for
+    subprocesses).
     """
     from ..evaluation.report import evaluate
 
@@ -117,8 +129,11 @@ def run_cell(cell: Cell, options: dict) -> dict:
     try:
         train, test = load_cell_data(cell)
         factory = resolve(cell.method.method)
+        if options.get("single_thread"):
+            _limit_threads()
         exact = _reset_peak()
         rss0 = _rss_mb("VmRSS")
+        ch0 = os.times()
         c0, t0 = time.process_time(), time.perf_counter()
         mech = factory(cell.epsilon, cell.delta, seed=cell.seed, **cell.method.params)
         fitted = mech.fit(train)
@@ -126,14 +141,20 @@ def run_cell(cell: Cell, options: dict) -> dict:
         t1 = time.perf_counter()
         codes = np.asarray(mech.sample_codes(cell.rows))
         t2, c2 = time.perf_counter(), time.process_time()
+        ch2 = os.times()
+        child_cpu = (ch2.children_user + ch2.children_system) - (ch0.children_user + ch0.children_system)
         peak = _rss_mb("VmHWM") if exact else None
         if peak is None:
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         synth = Dataset(codes, train.domain)
         rec["timing"] = {"fit_seconds": t1 - t0, "sample_seconds": t2 - t1, "cpu_seconds": c2 - c0}
+        if child_cpu > 0:  # e.g. a peer run in a subprocess
+            rec["timing"]["child_cpu_seconds"] = child_cpu
         rec["memory"] = {"peak_rss_mb": peak, "rss_before_mb": rss0,
                          "fit_extra_mb": None if rss0 is None else max(0.0, peak - rss0),
                          "how": "VmHWM reset per cell" if exact else "ru_maxrss (process lifetime)"}
+        if child_cpu > 0:  # subprocesses: their peak RSS (max over this worker's finished children)
+            rec["memory"]["children_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
         priv = getattr(mech, "privacy_report", None)
         if callable(priv):
             try:
@@ -211,7 +232,7 @@ def run_benchmark(config: BenchConfig, *, workers: int | None = None, console=No
             console.print(f"[yellow]skipping method {name}:[/] {why}")
     todo = [c for c in todo if c.method.method not in outcome.skipped]
     opts = {"metrics": config.metrics, "ml_models": config.ml_models,
-            "ml_max_train_rows": config.ml_max_train_rows, **(options or {})}
+            "ml_max_train_rows": config.ml_max_train_rows, "single_thread": workers > 1, **(options or {})}
     console.print(f"{len(cells)} cells: {outcome.already_done} already finished, {len(todo)} to run "
                   f"on {workers} worker(s) -> {results}")
 
@@ -255,11 +276,23 @@ def run_benchmark(config: BenchConfig, *, workers: int | None = None, console=No
     return outcome
 
 
+def _context(mp, method: str):
+    """The multiprocessing context: ``forkserver`` (default; workers fork from a warm server that
+    has imported privmarg, so restarting a broken pool is cheap and no thread state is forked) or
+    ``spawn`` (fresh interpreters), falling back to ``spawn`` where unavailable."""
+    if method not in mp.get_all_start_methods():
+        method = "spawn"
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["privmarg.benchmark.runner"])
+    return ctx
+
+
 def _run_pool(config, workers, pending, crashes, opts, outcome, bar, task, mp, console) -> bool:
     """One executor lifetime; returns True if the pool broke (a worker died)."""
     inflight: dict = {}
     broken = False
-    ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+    ex = ProcessPoolExecutor(max_workers=workers, mp_context=_context(mp, config.start_method))
     try:
         while (pending or inflight) and not broken:
             # a suspect (in flight when a worker died) runs alone, so a new crash is its own

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 from pathlib import Path
@@ -67,6 +68,9 @@ def evaluate_cmd(
         suffix = output.name.lower()
         if not suffix.endswith((".html", ".htm", ".json")):
             raise ValueError(f"{output}: --output must end in .html or .json")
+        if not suffix.endswith(".json") and importlib.util.find_spec("matplotlib") is None:
+            raise ValueError("the HTML report needs matplotlib (pip install matplotlib); "
+                             "or write --output report.json")
         wanted = _csv(metrics)
         if wanted is not None:
             bad = set(wanted) - set(ALL_METRICS)

@@ -3,8 +3,9 @@
 PrivPGD §4.1 uses scikit-learn gradient boosting with default hyper-parameters (0-1 error for
 classification, MSE for regression); the benchmark paper (Chen et al. §8.3) averages macro-F1 (plus
 AUC and accuracy) over MLP, CatBoost, XGBoost and random forest. Features are the integer codes of
-every non-target attribute (one-hot encoded for the MLP). Requires scikit-learn; XGBoost and CatBoost
-are used only when importable.
+every non-target attribute (one-hot encoded for the MLP: one hidden layer of 64, early stopping).
+Default hyper-parameters otherwise (the benchmark paper tunes them per dataset; we do not).
+Requires scikit-learn; XGBoost and CatBoost are used only when importable.
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ def _make_model(name: str, task: str, seed: int, sizes: list[int]):
         from sklearn.preprocessing import OneHotEncoder
 
         enc = OneHotEncoder(categories=[np.arange(k) for k in sizes], handle_unknown="ignore")
-        net = (MLPClassifier if clf else MLPRegressor)(hidden_layer_sizes=(128, 128), max_iter=100,
-                                                       early_stopping=True, random_state=seed)
+        # small and early-stopped: as accurate as (128, 128) x 100 epochs on adult, ~15x faster
+        net = (MLPClassifier if clf else MLPRegressor)(hidden_layer_sizes=(64,), batch_size=512, max_iter=30,
+                                                       early_stopping=True, n_iter_no_change=5, random_state=seed)
         return make_pipeline(enc, net)
     if name == "xgboost":
         import xgboost
