@@ -64,6 +64,7 @@ def main():
     ap.add_argument("--peer-seeds", type=int, nargs="*", default=[0])
     ap.add_argument("--peer-methods", nargs="*", default=["mst", "aim"])
     ap.add_argument("--peer-timeout", type=float, default=1800)
+    ap.add_argument("--libraries", nargs="+", default=["privmarg", "smartnoise"])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mechanisms.jsonl"))
     args = ap.parse_args()
 
@@ -83,7 +84,7 @@ def main():
     cells = [("privmarg", m, e, s) for e in args.epsilons for s in args.seeds for m in ("aim", "mst")]
     cells += [("smartnoise", m, e, s) for m in args.peer_methods for e in args.peer_epsilons for s in args.peer_seeds]
     for lib, method, eps, seed in cells:
-        if (lib, method, eps, seed) in done:
+        if lib not in args.libraries or (lib, method, eps, seed) in done:
             continue
         try:
             if lib == "privmarg":

@@ -31,7 +31,7 @@ class AIM(Mechanism):
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
                  max_model_size: float = 80.0, rounds: int | None = None, alpha: float = 0.9,
-                 iters: int = 100, final_iters: int = 1000, tol: float = 1e-4, **kw):
+                 iters: int = 250, final_iters: int = 1000, tol: float = 1e-4, **kw):
         super().__init__(epsilon, delta, **kw)
         if not 0 < alpha < 1:
             raise ValueError("alpha must be in (0, 1)")
