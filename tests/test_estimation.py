@@ -243,3 +243,18 @@ def test_synthetic_counts_match_model_on_every_clique():
     # seeded sampling is reproducible
     again = model.synthetic_data(rng=np.random.default_rng(0))
     np.testing.assert_array_equal(again, syn.codes)
+
+
+def test_dataset_marginals_follow_the_order_asked():
+    dom = Domain(["a", "b", "c"], [2, 3, 4])
+    rng = np.random.default_rng(0)
+    data = Dataset(np.column_stack([rng.integers(0, k, 500) for k in dom.shape]), dom)
+    ab = data.project(["a", "b"]).reshape(2, 3)
+    ba = data.project(["b", "a"]).reshape(3, 2)
+    np.testing.assert_array_equal(ab, ba.T)
+    direct = np.zeros((2, 3))
+    np.add.at(direct, (data.codes[:, 0], data.codes[:, 1]), 1)
+    np.testing.assert_array_equal(ab, direct)
+    assert data.project([]).tolist() == [500.0]
+    with pytest.raises(KeyError):
+        data.project(["a", "zz"])
