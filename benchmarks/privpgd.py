@@ -2,10 +2,12 @@
 
 Setting: all 2-way marginals, (ε, δ) = (2.5, 1e-5), replace-one neighbouring for every method
 (the paper's AIM/MST baselines use the bounded relation too), AIM with the all-2way workload and an
-80 MB model cap, MST as is (with its domain compression). PrivPGD with the paper's
-hyperparameters (100k particles, 1000 epochs, batches of 5, 10 directions, 80% masking; projection
-1750 iterations × 200 directions). Optionally ``aim+privpgd``: AIM's selected measurements turned
-into records by PrivPGD (``WithGenerator``).
+80 MB model cap, MST as is (with its domain compression). PrivPGD with the generator's defaults (the
+fast CPU profile: N particles, 150 epochs, projection with 32 fixed directions and early stopping;
+see ``PrivPGDGenerator``), or with ``--paper`` the paper's hyperparameters (100k particles, 1000
+epochs, batches of 5, 10 directions, 80% masking; projection 1750 iterations × 200 fresh
+directions). ``--particles/--epochs/--proj-iters`` override single settings. Optionally
+``aim+privpgd``: AIM's selected measurements turned into records by PrivPGD (``WithGenerator``).
 
 Metrics (privmarg.evaluation.metrics; same query sets for every method, metric seed 0): average
 2-way SW1 and TV, covariance error, 3-sparse counting and thresholding query errors (relative, 200
@@ -16,10 +18,13 @@ allocated GPU memory is recorded too.
 
 Cells are appended to a JSONL file as they finish; a rerun skips finished cells (resume).
 
-Cost: PrivPGD at the paper's settings is GPU-sized. On a 2-core CPU expect roughly 1 h for the
-projection step and 1–2 h for the 1000 epochs per run on adult; a GPU takes minutes.
+Cost: the default profile takes a few minutes per run on adult on a 2-core CPU (one torch thread:
+``--threads 1``, the default, is the fastest when other jobs share the cores). The paper's settings
+(``--paper``) are GPU-sized: on a 2-core CPU expect roughly 1 h for the projection step and 1–2 h
+for the 1000 epochs per run; a GPU takes minutes.
 
 Run (full):   .venv/bin/python benchmarks/privpgd.py
+Paper:        .venv/bin/python benchmarks/privpgd.py --paper --out benchmarks/results/privpgd_adult_paper.jsonl
 Smoke:        .venv/bin/python benchmarks/privpgd.py --seeds 0 --epochs 2 --particles 5000 \\
                   --proj-iters 5 --aim-iters 50 --out /tmp/privpgd_smoke.jsonl
 """
@@ -28,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -55,7 +59,13 @@ def _rss_mb() -> float:
 
 
 def generator_kwargs(args) -> dict:
-    return dict(n_particles=args.particles, epochs=args.epochs, proj_iters=args.proj_iters, device=args.device)
+    from privmarg.generators.privpgd import PrivPGDGenerator
+
+    kw = dict(PrivPGDGenerator.PAPER) if args.paper else {}
+    for key, val in (("n_particles", args.particles), ("epochs", args.epochs), ("proj_iters", args.proj_iters)):
+        if val is not None:
+            kw[key] = val
+    return dict(kw, device=args.device)
 
 
 def build(method: str, args):
@@ -69,7 +79,7 @@ def build(method: str, args):
     if args.aim_iters is not None:
         aim_kw.update(iters=args.aim_iters, final_iters=args.aim_iters)
     if method == "privpgd":
-        return PrivPGD(eps, delta, **generator_kwargs(args), **common)
+        return PrivPGD(eps, delta, generator=PrivPGDGenerator(**generator_kwargs(args)), **common)
     if method == "aim":
         return AIM(eps, delta, **aim_kw, **common)
     if method == "mst":
@@ -151,12 +161,13 @@ def main():
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--epsilon", type=float, default=2.5)
     ap.add_argument("--delta", type=float, default=1e-5)
-    ap.add_argument("--particles", type=int, default=100_000)
-    ap.add_argument("--epochs", type=int, default=1000)
-    ap.add_argument("--proj-iters", type=int, default=1750)
+    ap.add_argument("--paper", action="store_true", help="PrivPGD with the paper's settings (GPU-sized)")
+    ap.add_argument("--particles", type=int, default=None, help="default: the generator's (N)")
+    ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--proj-iters", type=int, default=None)
     ap.add_argument("--aim-iters", type=int, default=None, help="mirror-descent iterations (AIM/MST); default theirs")
     ap.add_argument("--device", default=None, help="PrivPGD device: cpu, cuda (default: auto)")
-    ap.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1)))
+    ap.add_argument("--threads", type=int, default=1, help="torch threads for PrivPGD (1: robust under load)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "privpgd_adult.jsonl")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--method", help=argparse.SUPPRESS)
@@ -182,8 +193,13 @@ def main():
                 print(f"skip {method} seed {seed} (done)", file=sys.stderr)
                 continue
             cmd = [sys.executable, __file__, "--worker", "--method", method, "--seed", str(seed),
-                   "--epsilon", str(args.epsilon), "--delta", str(args.delta), "--particles", str(args.particles),
-                   "--epochs", str(args.epochs), "--proj-iters", str(args.proj_iters), "--threads", str(args.threads)]
+                   "--epsilon", str(args.epsilon), "--delta", str(args.delta), "--threads", str(args.threads)]
+            for flag, val in (("--particles", args.particles), ("--epochs", args.epochs),
+                              ("--proj-iters", args.proj_iters)):
+                if val is not None:
+                    cmd += [flag, str(val)]
+            if args.paper:
+                cmd.append("--paper")
             if args.aim_iters is not None:
                 cmd += ["--aim-iters", str(args.aim_iters)]
             if args.device is not None:

@@ -118,6 +118,60 @@ def test_projection_returns_probabilities_and_lowers_sw1():
             assert sw(u) < 0.9 * sw(u0)
 
 
+def test_projection_with_fixed_directions_and_early_stopping():
+    rng = np.random.default_rng(2)
+    sizes = [(5,), (3, 4), (6, 5), (2, 2, 3), (4, 4)]
+    truth = [rng.dirichlet(np.ones(int(np.prod(s)))) for s in sizes]
+    noisy = [p + rng.normal(0, 0.04, p.size) for p in truth]
+    info = {}
+    kw = dict(num_projections=32, step=10, gamma=0.8, seed=3)
+    out = project_signed_measures(noisy, sizes, iters=2000, resample=0, stop_tol=0.01, check_every=25, info=info, **kw)
+    assert max(info["iters"]) < 2000  # stalled well before the cap
+    ref = project_signed_measures(noisy, sizes, iters=200, resample=1, **kw)  # fresh directions (paper)
+    for u, w, v, s in zip(out, ref, noisy, sizes):
+        assert (u >= 0).all() and u.sum() == pytest.approx(1.0, abs=1e-12)
+        u0 = np.maximum(v, 0) / np.maximum(v, 0).sum()
+        X = torch.tensor(grid_centres(s))
+        d = torch.randn(4000, len(s), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        d = d / d.norm(dim=1, keepdim=True)
+        sw = lambda w: sliced_w1(torch.tensor(w), torch.tensor(v), X, d).item()  # noqa: E731
+        assert sw(u) <= 1.05 * sw(w)  # as good as fresh directions every iteration
+        if s in [(3, 4), (6, 5), (4, 4)]:
+            assert sw(u) < 0.9 * sw(u0)
+
+
+def test_bounded_argsort_is_a_permutation_sorted_up_to_a_bucket():
+    from privmarg.generators.privpgd import _argsort_bounded
+
+    g = torch.Generator().manual_seed(0)
+    th = torch.randn(3, 4, 2, generator=g)
+    th = th / th.norm(dim=-1, keepdim=True)
+    Z = torch.rand(3, 5000, 2, generator=g)
+    Z[0, :100] = 0.0  # ties at the boundary
+    x = torch.einsum("bmr,blr->blm", Z, th)
+    lo, hi = th.clamp(max=0).sum(-1, keepdim=True), th.clamp(min=0).sum(-1, keepdim=True)
+    idx = _argsort_bounded(x, lo, hi)
+    assert idx.dtype == torch.int64
+    assert (torch.sort(idx, dim=-1).values == torch.arange(5000)).all()
+    bucket = ((hi - lo) / 2 ** (31 - 13)).max().item()
+    assert (torch.gather(x, -1, idx).diff(dim=-1) >= -bucket).all()
+
+
+def test_n_particles_default_and_marginal_init():
+    data = chain_table()
+    _, ms = exact_2way(data)
+    gen = PrivPGDGenerator(epochs=0, init="marginals", **SMALL, seed=0).fit(ms, data.domain, total=len(data))
+    assert gen.codes_.shape == (len(data), 4)  # n_particles=None: N particles
+    # init="marginals": every 1-way marginal is (nearly) right before any descent
+    for j, a in enumerate(data.domain.attrs):
+        p = np.bincount(gen.codes_[:, j], minlength=data.domain[a]) / len(data)
+        assert 0.5 * np.abs(p - data.project((a,)) / len(data)).sum() < 0.05
+    uni = PrivPGDGenerator(n_particles=700, epochs=0, init="uniform", **SMALL, seed=0).fit(ms, data.domain)
+    assert uni.codes_.shape == (700, 4)
+    with pytest.raises(ValueError):
+        PrivPGDGenerator(init="zeros")
+
+
 def test_structural_zeros_get_no_mass():
     data = chain_table()
     pairs, ms = exact_2way(data)

@@ -6,7 +6,7 @@
 * :class:`WithGenerator` — fit a selector (AIM, MST, MWEM, ...) as usual, then regenerate the
   records from its ``measurements_`` with PrivPGD instead of sampling its graphical model
   (post-processing: no extra privacy cost). Example: ``WithGenerator(AIM(2.5, 1e-5,
-  workload="all-2way"), PrivPGDGenerator(epochs=200))``.
+  workload="all-2way"), PrivPGDGenerator())``.
 
 torch is imported only when fitting, so importing this module does not need it.
 """
@@ -51,21 +51,25 @@ class PrivPGD(Mechanism):
 
     Parameters: ``epsilon`` (2.5), ``delta`` (1e-5) or ``rho``; ``degree`` (2) or explicit
     ``cliques``; ``constraint`` and ``constraint_strength`` (λ); generator settings
-    ``n_particles`` … ``device`` (paper defaults), or a configured ``generator`` (its
-    ``constraint_strength`` is overridden by the one given here when a constraint is passed).
+    ``n_particles`` … ``device`` (defaults: the generator's fast CPU profile, see
+    :class:`~privmarg.generators.privpgd.PrivPGDGenerator`), or a configured ``generator``, e.g.
+    ``PrivPGDGenerator.paper()`` for the paper's settings (its ``constraint_strength`` is overridden
+    by the one given here when a constraint is passed).
 
-    Sampling: ``sample()`` returns the ``n_particles`` finalised particles (SPEC §8.6, rows
-    independent of ``N``); ``sample(rows)`` subsamples (or resamples) them.
+    Sampling: ``sample()`` returns the ``n_particles`` finalised particles (SPEC §8.6; by default
+    ``n_particles = N``, where the paper uses 100k regardless of ``N``); ``sample(rows)`` subsamples
+    (or resamples) them.
     """
 
     default_neighbour = "replace_one"
 
     def __init__(self, epsilon: float | None = 2.5, delta: float | None = 1e-5, *, degree: int = 2,
                  cliques: Sequence[Sequence[str]] | None = None, constraint: Any = None,
-                 constraint_strength: float = 1.0, generator: Any = None, n_particles: int = 100_000,
-                 epochs: int = 1000, batch_size: int = 5, num_projections: int = 10, lr: float = 0.1,
-                 mask_rate: float = 0.8, proj_iters: int = 1750, proj_num_projections: int = 200,
-                 proj_lr: float = 0.1, device: Any = None, **kw):
+                 constraint_strength: float = 1.0, generator: Any = None, n_particles: int | None = None,
+                 epochs: int = 200, batch_size: int = 5, num_projections: int = 10, lr: float = 0.1,
+                 scheduler_step: int = 10, mask_rate: float = 0.8, proj_iters: int = 200,
+                 proj_num_projections: int = 32, proj_lr: float = 0.1, proj_resample: int = 0,
+                 proj_stop_tol: float = 0.01, device: Any = None, **kw):
         super().__init__(epsilon, delta, **kw)
         if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
             raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
@@ -75,9 +79,11 @@ class PrivPGD(Mechanism):
         self.constraint_strength = constraint_strength
         self.generator = generator
         self.generator_params = dict(n_particles=n_particles, epochs=epochs, batch_size=batch_size,
-                                     num_projections=num_projections, lr=lr, mask_rate=mask_rate,
-                                     proj_iters=proj_iters, proj_num_projections=proj_num_projections,
-                                     proj_lr=proj_lr, device=device, constraint_strength=constraint_strength)
+                                     num_projections=num_projections, lr=lr, scheduler_step=scheduler_step,
+                                     mask_rate=mask_rate, proj_iters=proj_iters,
+                                     proj_num_projections=proj_num_projections, proj_lr=proj_lr,
+                                     proj_resample=proj_resample, proj_stop_tol=proj_stop_tol, device=device,
+                                     constraint_strength=constraint_strength)
         if generator is None:
             _generator_cls()(**self.generator_params)  # validate now (needs torch)
 
@@ -152,7 +158,7 @@ class WithGenerator(Mechanism):
 
     ``selector`` (e.g. ``AIM(...)``, ``MST(...)``) is fitted as usual and spends the whole budget;
     its ``measurements_`` are then turned into records by ``generator`` (a
-    :class:`~privmarg.generators.privpgd.PrivPGDGenerator`; default: paper settings). Privacy is
+    :class:`~privmarg.generators.privpgd.PrivPGDGenerator`; default: its fast CPU profile). Privacy is
     exactly the selector's (the generator is post-processing); ``privacy_report()`` is its ledger.
 
     MST compresses rare values (``compress=True``): its 2-way answers live on the compressed
