@@ -3,7 +3,7 @@
 from .dataset import DataError, Dataset
 from .domain import Domain
 from .estimation import GraphicalModel, Measurement, StructuralZero, estimate, model_size_mb
-from .mechanisms import AIM, MST, MWEM, Independent, PrivPGD, WithGenerator
+from .mechanisms import AIM, JAM, MST, MWEM, Independent, PrivPGD, WithGenerator
 from .preprocess import TableEncoder
 from .privacy import Accountant, BudgetExceededError
 from .schema import Schema
@@ -11,6 +11,6 @@ from .schema import Schema
 __version__ = "0.1.0"
 
 __all__ = [
-    "AIM", "MST", "MWEM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
+    "AIM", "JAM", "MST", "MWEM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
     "GraphicalModel", "Independent", "PrivPGD", "Schema", "TableEncoder", "WithGenerator", "Measurement", "StructuralZero", "estimate", "model_size_mb",
 ]

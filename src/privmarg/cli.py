@@ -50,7 +50,7 @@ def synth(
     domain: Optional[Path] = typer.Option(None, "--domain", help='JSON {"column": size, ...} for integer-coded input'),
     schema: Optional[Path] = typer.Option(None, "--schema", help="public schema (JSON or YAML) for a raw table"),
     drop_unknown: bool = typer.Option(False, "--drop-unknown", help="drop input columns the schema/domain does not name"),
-    method: str = typer.Option("aim", "--method", help="aim, mst, mwem, independent or privpgd"),
+    method: str = typer.Option("aim", "--method", help="aim, mst, mwem, independent, privpgd or jam"),
     generator: Optional[str] = typer.Option(None, "--generator", help="pgm (default) or privpgd: generate records from the selected measurements with PrivPGD"),
     epsilon: float = typer.Option(1.0, "--epsilon", help="privacy epsilon (> 0)"),
     delta: float = typer.Option(1e-9, "--delta", help="privacy delta, in (0, 1)"),
@@ -62,6 +62,7 @@ def synth(
     output: Path = typer.Option(..., "--output", "-o", help="synthetic table (.csv or .parquet)"),
     report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, timing"),
     zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..] (with --domain)'),
+    public: Optional[Path] = typer.Option(None, "--public", help="public table over the same domain/schema (needed by --method jam)"),
 ) -> None:
     """Fit a mechanism on INPUT and write a synthetic table (written atomically, all or nothing)."""
     from .mechanisms import MECHANISMS
@@ -96,8 +97,20 @@ def synth(
         if zeros is not None and schema is not None:
             raise UsageProblem("--zeros takes integer codes: use it with --domain")
         zero_list = load_zeros(zeros, dom) if zeros is not None else None
+        if (method_l == "jam") != (public is not None):
+            raise UsageProblem("--method jam needs --public PUBLIC.csv" if public is None
+                               else "--public is only used by --method jam")
+        public_data = None
+        if public is not None:
+            if generator == "privpgd":
+                raise UsageProblem("--generator privpgd is not supported with --method jam")
+            if schema is not None:
+                public_data = read_table(public)
+                TableEncoder(sch, drop_unknown=True).validate(public_data)
+            else:
+                public_data = Dataset.from_frame(read_table(public), dom, drop_unknown=drop_unknown)
         kw: dict = {"seed": seed, "neighbour": neighbour}
-        if method_l in ("aim", "mwem"):
+        if method_l in ("aim", "mwem", "jam"):
             parse_workload(workload, dom)  # fail before any budget is spent
             kw.update(workload=workload, max_model_size=max_model_size)
         if generator not in (None, "pgm", "privpgd"):
@@ -119,10 +132,11 @@ def synth(
             def progress(spent: float, total: float, msg: str) -> None:
                 bar.update(task, completed=spent / total, msg=msg[:60])
 
+            extra = {} if public_data is None else {"public": public_data}
             if schema is not None:
-                mech.fit(data, sch, progress=progress, drop_unknown=drop_unknown)
+                mech.fit(data, sch, progress=progress, drop_unknown=drop_unknown, **extra)
             else:
-                mech.fit(data, progress=progress, zeros=zero_list)
+                mech.fit(data, progress=progress, zeros=zero_list, **extra)
             bar.update(task, completed=1.0, msg="sampling")
             synthetic = mech.sample(rows)
         write_table(synthetic, output)

@@ -1,0 +1,192 @@
+"""JAM-PGM (SPEC §7): joint public/private selection, frugal budgeting, accounting, CLI."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from privmarg import AIM, JAM, Dataset, Domain, StructuralZero
+from privmarg.cli import app
+from privmarg.evaluation import workload_error
+from privmarg.mechanisms import MECHANISMS
+from privmarg.privacy import cdp_rho
+from privmarg.workload import all_kway
+
+FAST = dict(iters=60, final_iters=150)
+
+
+def chain_table(n, seed=0, flip=0.1):
+    """Five attributes with strong chain structure."""
+    rng = np.random.default_rng(seed)
+    dom = Domain(["a", "b", "c", "d", "e"], [4, 3, 5, 2, 6])
+    a = rng.integers(0, 4, n)
+    b = (a + rng.integers(0, 2, n)) % 3
+    c = (2 * b + rng.integers(0, 2, n)) % 5
+    d = (c > 2).astype(int) ^ (rng.random(n) < flip)
+    e = np.where(rng.random(n) < 0.9, a, 5)
+    return Dataset(np.column_stack([a, b, c, d, e]), dom)
+
+
+def far_table(n, dom, seed=1):
+    """Public data from a very different distribution: independent and concentrated on few values."""
+    rng = np.random.default_rng(seed)
+    cols = [np.where(rng.random(n) < 0.8, k - 1, rng.integers(0, k, n)) for k in dom.shape]
+    return Dataset(np.column_stack(cols), dom)
+
+
+def rounds_by_source(mech):
+    return [e["source"] for e in mech.log_]
+
+
+def check_ledger(mech):
+    """Selections are charged every round; Gaussians only in private rounds; total ≤ budget."""
+    ledger = mech.privacy_report()["ledger"]
+    by_round = {}
+    for c in ledger:
+        t = int(c["what"].split()[2])
+        by_round.setdefault(t, []).append(c)
+    assert sorted(by_round) == [e["round"] for e in mech.log_]
+    for e in mech.log_:
+        charges = by_round[e["round"]]
+        kinds = [c["mechanism"] for c in charges]
+        if e["source"] == "public":
+            assert kinds == ["exponential"]  # only the selection is paid for
+        else:
+            assert kinds == ["exponential", "gaussian"]
+            g = charges[1]
+            assert g["l2_sensitivity"] == pytest.approx(math.sqrt(2))
+            assert g["rho"] == pytest.approx(1 / g["sigma"] ** 2, rel=1e-12)
+            assert g["rho"] == pytest.approx(e["rho_measure"], rel=1e-12)
+        sel = charges[0]
+        assert sel["sensitivity"] == 4.0
+        assert sel["rho"] == pytest.approx(sel["epsilon"] ** 2 / 8, rel=1e-12)
+        assert sel["rho"] == pytest.approx(e["rho_select"], rel=1e-12)
+    spent = sum(c["rho"] for c in ledger)
+    assert spent <= mech.rho_total * (1 + 1e-9)
+    assert spent == pytest.approx(mech.rho_used_, rel=1e-12)
+    return spent
+
+
+def test_identical_public_data_tiny_epsilon_beats_aim():
+    data = chain_table(20000, seed=0)
+    dom, wl = data.domain, all_kway(data.domain, 2)
+    errs_jam, errs_aim, n_pub, n_all = [], [], 0, 0
+    for seed in range(2):
+        jam = JAM(0.05, 1e-6, workload="all-2way", rounds=10, seed=seed, **FAST).fit(data, public=data)
+        errs_jam.append(workload_error(data, Dataset(jam.sample_codes(), dom), wl))
+        n_pub += len(jam.public_marginals_)
+        n_all += len(jam.log_)
+        check_ledger(jam)
+        aim = AIM(0.05, 1e-6, workload="all-2way", seed=seed, neighbour="replace_one", **FAST).fit(data)
+        errs_aim.append(workload_error(data, Dataset(aim.sample_codes(), dom), wl))
+    assert n_pub / n_all > 0.5
+    assert np.mean(errs_jam) < 0.3 * np.mean(errs_aim)
+
+
+def test_far_public_data_is_mostly_measured_privately():
+    data = chain_table(3000, seed=0)
+    public = far_table(2000, data.domain)
+    n_priv = n_all = 0
+    for seed in range(2):
+        jam = JAM(1.0, 1e-6, workload="all-2way", rounds=10, seed=seed, **FAST).fit(data, public=public)
+        n_priv += len(jam.private_marginals_)
+        n_all += len(jam.log_)
+        check_ledger(jam)
+        # spends everything when it never chooses public (up to the rounds that did)
+        if not jam.public_marginals_:
+            assert jam.rho_used_ == pytest.approx(jam.rho_total, rel=1e-9)
+    assert n_priv / n_all >= 0.8
+
+
+@pytest.mark.parametrize("epsilon", [0.05, 0.5, 5.0])
+def test_ledger_and_frugal_budgeting(epsilon):
+    data = chain_table(3000, seed=1)
+    public = chain_table(500, seed=7, flip=0.3)  # similar but biased
+    jam = JAM(epsilon, 1e-6, workload="all-2way", rounds=8, seed=3, **FAST).fit(data, public=public)
+    spent = check_ledger(jam)
+    rho = cdp_rho(epsilon, 1e-6)
+    assert jam.rho_total == pytest.approx(rho, rel=1e-12)
+    assert len(jam.log_) == 8
+    # frugal budget: ρ_t = (ρ − ρ_used)/(T − t), recomputed from the ledger
+    used = 0.0
+    for t, e in enumerate(jam.log_):
+        assert e["rho_round"] == pytest.approx((rho - used) / (8 - t), rel=1e-9)
+        assert e["rho_select"] == pytest.approx(0.2 * e["rho_round"], rel=1e-9)
+        used += e["rho_select"] + e["rho_measure"]
+    assert spent == pytest.approx(used, rel=1e-9)
+    # reporting: the two lists partition the measurements, in selection order
+    assert len(jam.public_marginals_) + len(jam.private_marginals_) == 8
+    assert [m["source"] for m in jam.measurements_report()] == rounds_by_source(jam)
+    # unspent measurement budget rolls forward: all of it is used unless the last round was public
+    last = jam.log_[-1]
+    if last["source"] == "private":
+        assert spent == pytest.approx(rho, rel=1e-9)
+    else:
+        assert spent == pytest.approx(rho - 0.8 * last["rho_round"], rel=1e-9)
+
+
+def test_public_rows_rescaled_and_rows_public():
+    data = chain_table(3000, seed=2)
+    public = Dataset(data.codes[:1000], data.domain)  # a third of the rows: answers scaled by 3
+    jam = JAM(0.2, 1e-6, workload="all-2way", rounds=6, seed=0, **FAST).fit(data, public=public)
+    for m in jam.measurements_:
+        if m.source == "public":
+            assert m.y.sum() == pytest.approx(3000)
+            assert np.allclose(m.y, 3 * public.project(m.attrs))
+    assert jam.privacy_report()["neighbour"] == "replace_one"
+    assert len(jam.sample_codes()) == 3000
+
+
+def test_structural_zeros_weighting_and_reproducibility():
+    data = chain_table(3000, seed=0)
+    dom = data.domain
+    zero = StructuralZero.from_cells(dom, ("e",), [(4,)])  # e = 4 never occurs
+    public = far_table(1000, dom)
+    outs = []
+    for _ in range(2):
+        jam = JAM(1.0, 1e-6, workload="all-2way", rounds=6, seed=11, weighting="mle", **FAST)
+        jam.fit(data, public=public, zeros=[zero])
+        codes = jam.sample_codes()
+        assert zero.violations(codes, dom) == 0
+        outs.append((codes, [e["selected"] for e in jam.log_]))
+    assert np.array_equal(outs[0][0], outs[1][0]) and outs[0][1] == outs[1][1]
+
+
+def test_bad_arguments():
+    data = chain_table(500)
+    with pytest.raises(ValueError, match="replace-one"):
+        JAM(1.0, 1e-6, neighbour="add_remove")
+    with pytest.raises(ValueError, match="weighting"):
+        JAM(1.0, 1e-6, weighting="nope")
+    with pytest.raises(ValueError, match="public"):
+        JAM(1.0, 1e-6).fit(data)
+    other = Dataset(np.zeros((10, 2), dtype=int), Domain(["a", "b"], [4, 3]))
+    with pytest.raises(ValueError):
+        JAM(1.0, 1e-6).fit(data, public=other)
+    assert MECHANISMS["jam"] is JAM
+
+
+def test_cli_jam(tmp_path):
+    data = chain_table(800, seed=0)
+    dom = data.domain
+    (tmp_path / "domain.json").write_text(json.dumps(dict(zip(dom.attrs, map(int, dom.shape)))))
+    data.to_frame().to_csv(tmp_path / "priv.csv", index=False)
+    data.to_frame().iloc[:300].to_csv(tmp_path / "pub.csv", index=False)
+    runner = CliRunner()
+    base = ["synth", str(tmp_path / "priv.csv"), "--domain", str(tmp_path / "domain.json"), "--method", "jam",
+            "--epsilon", "0.5", "--delta", "1e-6", "--seed", "0", "--workload", "all-2way"]
+    r = runner.invoke(app, base + ["--output", str(tmp_path / "x.csv")])
+    assert r.exit_code == 2 and "--public" in r.output
+    assert not (tmp_path / "x.csv").exists()
+    out, rep = tmp_path / "syn.csv", tmp_path / "rep.json"
+    r = runner.invoke(app, base + ["--public", str(tmp_path / "pub.csv"), "--output", str(out), "--report", str(rep)])
+    assert r.exit_code == 0, r.output
+    assert len(pd.read_csv(out)) == 800
+    report = json.loads(rep.read_text())
+    assert report["privacy"]["neighbour"] == "replace_one"
+    assert report["privacy"]["rho_spent"] <= report["privacy"]["rho_total"] * (1 + 1e-9)
+    assert {m["source"] for m in report["measurements"]} <= {"public", "private"}
+    assert [m["source"] for m in report["measurements"]] == [e["source"] for e in report["rounds"]]
