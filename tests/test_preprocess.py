@@ -463,7 +463,7 @@ def test_end_to_end_privpgd(data, schema_path, drop):
     params = inspect.signature(PrivPGD).parameters
     # kept small for the test suite's time budget: 1-way marginals (every column's distribution,
     # missing values included), few particles and epochs; the plumbing is the same for degree 2
-    small = {k: v for k, v in {"degree": 1, "n_particles": 2000, "epochs": 20, "proj_iters": 50,
+    small = {k: v for k, v in {"degree": 1, "n_particles": 2000, "epochs": 60, "proj_iters": 50,
                                "proj_num_projections": 20}.items() if k in params}
     m = PrivPGD(epsilon=1.0, delta=1e-6, seed=0, **small).fit(raw, schema_path, drop_unknown=drop)
     assert m.accountant_.rho_spent <= m.rho_total * (1 + 1e-9)
