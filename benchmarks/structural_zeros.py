@@ -56,6 +56,8 @@ def main():
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 1.0, 10.0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--workload", default="all-2way")
+    ap.add_argument("--max-model-size", type=float, default=80.0, help="AIM model capacity (MB)")
+    ap.add_argument("--iters", type=int, default=250, help="AIM mirror-descent iterations per round")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "structural_zeros.jsonl"))
     args = ap.parse_args()
 
@@ -82,9 +84,11 @@ def main():
                 if (eps, seed, use) in done:
                     continue
                 t0 = time.perf_counter()
-                mech = AIM(eps, 1e-9, workload=args.workload, seed=seed).fit(data, zeros=zeros if use else None)
+                mech = AIM(eps, 1e-9, workload=args.workload, seed=seed, max_model_size=args.max_model_size,
+                           iters=args.iters).fit(data, zeros=zeros if use else None)
                 codes = mech.sample_codes()
                 rec = {"epsilon": eps, "seed": seed, "zeros": use, "workload": args.workload,
+                       "max_model_size": args.max_model_size, "iters": args.iters,
                        "workload_error": workload_error(data, Dataset(codes, dom), wl),
                        "violations": int(sum(z.violations(codes, dom) for z in zeros)),
                        "rows": int(len(codes)), "seconds": time.perf_counter() - t0,

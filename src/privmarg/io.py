@@ -49,13 +49,14 @@ def write_text(text: str, path: str | Path) -> None:
 def write_json(obj: Any, path: str | Path) -> None:
     def w(tmp):
         with open(tmp, "w") as fh:
-            json.dump(obj, fh, indent=2, default=_default)
+            json.dump(obj, fh, indent=2, default=json_default)
             fh.write("\n")
 
     _atomic(Path(path), w)
 
 
-def _default(o):
+def json_default(o):
+    """``json.dump(default=...)`` for numpy scalars/arrays, sets and tuples."""
     import numpy as np
 
     if isinstance(o, np.integer):
@@ -64,4 +65,6 @@ def _default(o):
         return float(o)
     if isinstance(o, np.ndarray):
         return o.tolist()
+    if isinstance(o, (set, tuple)):
+        return list(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")

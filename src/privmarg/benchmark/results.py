@@ -14,19 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..io import json_default as _default
+
 import numpy as np
 
 
-def _default(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, (set, tuple)):
-        return list(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
 
 
 def _clean(o):

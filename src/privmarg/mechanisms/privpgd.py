@@ -39,7 +39,23 @@ def _gen_seed(rng: np.random.Generator) -> np.random.SeedSequence:
     return np.random.SeedSequence(int(rng.integers(2**63)))
 
 
-class PrivPGD(Mechanism):
+class _ParticleSampling:
+    """Sampling from a fitted PrivPGD generator's particles (no graphical model)."""
+
+    def _check_fitted(self):
+        if not hasattr(self, "generator_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit(data, domain) first")
+
+    def default_rows(self) -> int:
+        self._check_fitted()
+        return int(self.generator_.codes_.shape[0])
+
+    def sample_codes(self, rows: int | None = None) -> np.ndarray:
+        self._check_fitted()
+        return self.generator_.sample_codes(rows, self.sample_rng_)
+
+
+class PrivPGD(_ParticleSampling, Mechanism):
     """PrivPGD (Donhauser et al. 2024): all ``degree``-way marginals + particle gradient descent.
 
     Privacy (SPEC §8.1): replace-one by default (``N`` public). The marginals ``𝒮`` are measured
@@ -139,21 +155,9 @@ class PrivPGD(Mechanism):
         self.generator_ = gen
         self._progress(self.rho_used_, rho, f"PrivPGD: done ({epochs} epochs)")
 
-    # sampling: from the particles, no graphical model ---------------------------------------
-    def _check_fitted(self):
-        if not hasattr(self, "generator_"):
-            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit(data, domain) first")
-
-    def default_rows(self) -> int:
-        self._check_fitted()
-        return int(self.generator_.codes_.shape[0])
-
-    def sample_codes(self, rows: int | None = None) -> np.ndarray:
-        self._check_fitted()
-        return self.generator_.sample_codes(rows, self.sample_rng_)
 
 
-class WithGenerator(Mechanism):
+class WithGenerator(_ParticleSampling, Mechanism):
     """A selector mechanism whose records come from the PrivPGD generator.
 
     ``selector`` (e.g. ``AIM(...)``, ``MST(...)``) is fitted as usual and spends the whole budget;
@@ -207,18 +211,6 @@ class WithGenerator(Mechanism):
         self.generator_ = gen
         self.fit_seconds_ = time.perf_counter() - t0
         return self
-
-    def _check_fitted(self):
-        if not hasattr(self, "generator_"):
-            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit(data, domain) first")
-
-    def default_rows(self) -> int:
-        self._check_fitted()
-        return int(self.generator_.codes_.shape[0])
-
-    def sample_codes(self, rows: int | None = None) -> np.ndarray:
-        self._check_fitted()
-        return self.generator_.sample_codes(rows, self.sample_rng_)
 
 
 def selector_measurements(mech: Mechanism) -> list[Measurement]:
