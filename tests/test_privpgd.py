@@ -187,6 +187,10 @@ def test_structural_zeros_get_no_mass():
     zr = StructuralZero(("b", "a"), mask.T.ravel())
     gen2 = PrivPGDGenerator(n_particles=500, epochs=0, **SMALL, seed=0).fit(noisy, data.domain, zeros=[zr])
     assert np.array_equal(gen2.projected_[("a", "b")] == 0, gen.projected_[("a", "b")] == 0)
+    # no record lands in a forbidden cell, also after rounding the particles to the grid
+    for g in (gen, gen2):
+        assert zero.violations(g.sample_codes(), data.domain) == 0
+        assert zero.violations(g.sample_codes(2000, np.random.default_rng(0)), data.domain) == 0
 
 
 def test_packed_key_argsort_is_a_sorting_permutation():

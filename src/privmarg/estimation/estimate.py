@@ -62,7 +62,7 @@ class StructuralZero:
     def violations(self, codes: np.ndarray, domain: Domain) -> int:
         """Number of records (rows of integer codes over ``domain``) that fall in a forbidden cell."""
         cols = [codes[:, domain.attrs.index(a)] for a in self.attrs]
-        return int(self.mask[tuple(cols)].sum())
+        return int(self.mask.reshape(domain.sizes(self.attrs))[tuple(cols)].sum())
 
 
 def load_zeros(spec, domain: Domain) -> list[StructuralZero]:

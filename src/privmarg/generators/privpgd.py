@@ -664,7 +664,8 @@ class PrivPGDGenerator:
         t_opt = time.perf_counter() - t0
         # 5) finalisation
         self.particles_ = Z.detach().cpu()
-        self.codes_ = nearest_codes(self.particles_, domain.shape)
+        self.codes_ = _repair_zeros(nearest_codes(self.particles_, domain.shape), self.particles_.numpy(),
+                                    domain, zeros)
         self.timings_ = {"projection": t_proj, "optimisation": t_opt, "total": time.perf_counter() - t_start}
         self.proj_iters_ = max(proj_info.get("iters", [0]))  # iterations run (early stopping may cut them)
         return self
@@ -787,6 +788,35 @@ class PrivPGDGenerator:
             idx = np.concatenate([np.arange(m), rng.integers(0, m, rows - m)])
             rng.shuffle(idx)
         return self.codes_[idx].copy()
+
+
+def _repair_zeros(codes: np.ndarray, Z: np.ndarray, domain: Domain, zeros: list[StructuralZero]) -> np.ndarray:
+    """Move records that landed in a structural-zero cell to the allowed cell of that zero's
+    attributes nearest to their particle (squared distance in the embedded space). The projection
+    gives those cells no mass, but rounding particles to the grid can still land there."""
+    if not zeros:
+        return codes
+    codes = codes.copy()
+    for _ in range(3):  # zeros on overlapping attributes: a repair can break another; repeat
+        clean = True
+        for z in zeros:
+            idx = [domain.attrs.index(a) for a in z.attrs]
+            mask = z.mask.reshape(domain.sizes(z.attrs))
+            bad = np.flatnonzero(mask[tuple(codes[:, i] for i in idx)])
+            if bad.size == 0:
+                continue
+            clean = False
+            allowed = np.argwhere(~mask)  # (cells, len(attrs)) of codes
+            if allowed.size == 0:
+                raise ValueError(f"structural zeros on {z.attrs} forbid every cell")
+            sizes = np.array([domain[a] for a in z.attrs])
+            centres = (2 * allowed + 1) / (2 * sizes)  # the (2x-1)/(2k) embedding, 0-based codes
+            pos = Z[np.ix_(bad, idx)]
+            d2 = ((pos[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
+            codes[np.ix_(bad, idx)] = allowed[d2.argmin(axis=1)]
+        if clean:
+            break
+    return codes
 
 
 def _one_way(domain: Domain, cliques, probs) -> list[np.ndarray]:
