@@ -152,3 +152,20 @@ def test_zeros_file_is_honoured(small):
     r = run("synth", d / "data.csv", "--domain", d / "domain.json", "--zeros", d / "badzeros.json",
             "--output", d / "never.csv")
     assert r.exit_code == 2 and not (d / "never.csv").exists()
+
+
+def test_evaluate_shows_bounds_against_true_error(small):
+    d, df = small
+    out, rep, html_out = d / "syn.csv", d / "rep.json", d / "eval.html"
+    r = run("synth", d / "data.csv", "--domain", d / "domain.json", "--method", "aim", "--workload", "all-2way",
+            "--seed", 0, "--output", out, "--report", rep)
+    assert r.exit_code == 0, r.output
+    r = run("evaluate", d / "data.csv", out, "--domain", d / "domain.json", "--run-report", rep,
+            "--metrics", "tv_2way", "--output", html_out)
+    assert r.exit_code == 0, r.output
+    res = json.loads((d / "eval.json").read_text())
+    eb = res["error_bounds"]
+    assert len(eb["marginals"]) == 3 and eb["covered_share"] == 1.0
+    for m in eb["marginals"]:
+        assert 0 <= m["true_error"] <= m["l1_bound"]
+    assert "Released error bounds vs true error" in html_out.read_text()

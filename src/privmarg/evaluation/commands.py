@@ -85,11 +85,12 @@ def evaluate_cmd(
         from .ml import available_models
 
         available_models(models)  # unknown names fail here, before any work
-        run = None
+        run, run_bounds = None, None
         if run_report is not None:
             with open(run_report) as fh:
                 rep = json.load(fh)
             run = {k: rep[k] for k in ("method", "seconds", "fit_seconds", "peak_memory_mb", "rows") if k in rep}
+            run_bounds = rep.get("error_bounds")
             for k in ("epsilon", "delta", "neighbour", "rho_spent"):
                 if k in (rep.get("privacy") or {}):
                     run[k] = rep["privacy"][k]
@@ -105,6 +106,10 @@ def evaluate_cmd(
                           ml_models=models, ml_task=task)
     if run:
         result["run"] = run
+    if run_bounds:  # the run released bounds on its own error: show them against the truth
+        from .report import check_error_bounds
+
+        result["error_bounds"] = check_error_bounds(real_d, synth_d, run_bounds)
     result["sources"] = {"real": str(real), "synthetic": str(synth), "domain": str(domain),
                          **({"test": str(test), "target": target} if test is not None else {})}
     result["evaluation_seconds"] = time.perf_counter() - t0

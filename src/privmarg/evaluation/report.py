@@ -286,6 +286,42 @@ def _fmt(v) -> str:
     return html.escape(str(v))
 
 
+def check_error_bounds(real: Dataset, synthetic: Dataset, bounds: Sequence[dict]) -> dict:
+    """Compare a run's released error bounds (``privmarg synth --report``'s ``error_bounds``) with
+    the true L1 errors ‖M_r(real)/N − M_r(synthetic)/N̂‖₁: per marginal and in summary (share
+    covered, median bound/true ratio for supported and unsupported marginals)."""
+    n, m = len(real), len(synthetic)
+    rows = []
+    for b in bounds:
+        attrs = tuple(b["attrs"])
+        true = float(np.abs(real.project(attrs) / n - synthetic.project(attrs) / m).sum())
+        rows.append({**b, "true_error": true, "covered": true <= b["l1_bound"]})
+    out = {"marginals": rows, "covered_share": float(np.mean([r["covered"] for r in rows])) if rows else None}
+    for flag, name in ((True, "supported"), (False, "unsupported")):
+        sel = [r for r in rows if r["supported"] == flag]
+        out[f"{name}_count"] = len(sel)
+        out[f"{name}_median_ratio"] = (float(np.median([r["l1_bound"] / max(r["true_error"], 1e-12) for r in sel]))
+                                       if sel else None)
+    return out
+
+
+def plot_error_bounds(check: dict):
+    """Released bound against true error per marginal, with the diagonal."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 4.5))
+    for flag, colour, name in ((True, "tab:blue", "supported"), (False, "tab:orange", "unsupported")):
+        sel = [r for r in check["marginals"] if r["supported"] == flag]
+        if sel:
+            ax.scatter([r["true_error"] for r in sel], [r["l1_bound"] for r in sel], s=10, c=colour, label=name)
+    lim = max([r["l1_bound"] for r in check["marginals"]] + [1e-3])
+    ax.plot([0, lim], [0, lim], "k--", lw=1, label="bound = true error")
+    ax.set_xlabel("true L1 error of the marginal")
+    ax.set_ylabel("released 95% bound")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
 def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str = "Synthetic data report",
                 sources: dict | None = None) -> str:
     """A self-contained HTML page for a result of :func:`evaluate` (plots as base64 PNG)."""
@@ -319,7 +355,18 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
         parts.append("</table>")
         for name, note in ml.get("skipped", {}).items():
             parts.append(f"<p class='note'>{html.escape(name)}: {html.escape(note)}</p>")
+    eb = result.get("error_bounds")
+    if eb:
+        parts.append("<h2>Released error bounds vs true error</h2><table>"
+                     f"<tr><th>marginals</th><td class='num'>{len(eb['marginals'])}</td></tr>"
+                     f"<tr><th>share with true error within the bound</th><td class='num'>{_fmt(eb['covered_share'])}</td></tr>"
+                     f"<tr><th>median bound / true (supported, {eb['supported_count']})</th>"
+                     f"<td class='num'>{_fmt(eb['supported_median_ratio'])}</td></tr>"
+                     f"<tr><th>median bound / true (unsupported, {eb['unsupported_count']})</th>"
+                     f"<td class='num'>{_fmt(eb['unsupported_median_ratio'])}</td></tr></table>")
     figs = [("Error per metric", plot_errors(result))]
+    if eb:
+        figs.append(("Error bounds vs true errors", plot_error_bounds(eb)))
     figs.append(("Real vs synthetic 1-way distributions", plot_1way(real, synthetic, result["tv_per_column"])))
     if result.get("worst_2way"):
         figs.append(("Worst 2-way marginals (largest TV)", plot_worst_2way(real, synthetic, result["worst_2way"])))
