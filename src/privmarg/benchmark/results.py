@@ -16,7 +16,6 @@ from typing import Any
 
 from ..io import json_default as _default
 
-import numpy as np
 
 
 

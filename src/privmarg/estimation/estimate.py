@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..domain import Domain
-from .graphical_model import GraphicalModel, _Plan, belief_propagation, broadcast_shape, sum_axes
+from .graphical_model import GraphicalModel, _Plan, belief_propagation, broadcast_shape
 from .junction_tree import JunctionTree
 from .measurement import Measurement
 
@@ -155,12 +155,12 @@ class _Problem:
         mu_sizes = [int(np.prod(s)) for s in plan.shapes]
         self.mu_off = np.concatenate([[0], np.cumsum(mu_sizes)]).astype(int)
         rows, cols = [], []
-        for r in keys:
+        for k, r in enumerate(keys):
             i = tree.find_clique(r)
             n_c = mu_sizes[i]
             r_idx = np.broadcast_to(np.arange(domain.size(r)).reshape(broadcast_shape(domain, r, tree.cliques[i])),
                                     plan.shapes[i]).ravel()
-            rows.append(self.x_off[keys.index(r)] + r_idx)
+            rows.append(self.x_off[k] + r_idx)
             cols.append(self.mu_off[i] + np.arange(n_c))
         rows = np.concatenate(rows) if rows else np.zeros(0, int)
         cols = np.concatenate(cols) if cols else np.zeros(0, int)
@@ -355,14 +355,6 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     model.info = FitInfo(loss=loss, iterations=it, seconds=time.perf_counter() - t0,
                          converged=converged, history=history, evaluations=n_eval[0])
     return model
-
-
-def _inner(g: np.ndarray, x: np.ndarray) -> float:
-    """⟨g, x⟩ where g broadcasts against x (sum x over g's broadcast axes first)."""
-    if g.shape != x.shape:
-        x = x.sum(axis=tuple(i for i, (a, b) in enumerate(zip(g.shape, x.shape)) if a == 1 and b > 1),
-                  keepdims=True)
-    return float(np.vdot(g, x))
 
 
 def loss_of(domain: Domain, measurements: Sequence[Measurement], marginal: Callable[[tuple], np.ndarray],

@@ -14,17 +14,6 @@ from ..domain import Domain
 from .junction_tree import JunctionTree
 
 
-def _lse(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    """log-sum-exp over ``axes`` (dropped), robust to slices that are all ``-inf``."""
-    if not axes:
-        return a
-    m = a.max(axis=axes, keepdims=True)
-    if not np.isfinite(m).all():
-        m = np.where(np.isfinite(m), m, 0.0)
-    out = np.log(np.exp(a - m).sum(axis=axes, keepdims=True)) + m
-    return out.squeeze(axis=axes)
-
-
 def broadcast_shape(domain: Domain, attrs: Sequence[str], target: Sequence[str]) -> tuple[int, ...]:
     """Shape that lets a table over ``attrs`` broadcast against one over ``target`` (both canonical)."""
     s = set(attrs)

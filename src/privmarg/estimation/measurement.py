@@ -38,6 +38,3 @@ class Measurement:
             if q.ndim != 2 or q.shape[0] != y.size:
                 raise ValueError(f"measurement on {self.attrs}: query must have shape ({y.size}, n_cells)")
             object.__setattr__(self, "query", q)
-
-    def expected_size(self) -> int | None:
-        return None if self.query is None else self.query.shape[1]

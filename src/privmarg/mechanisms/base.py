@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import time
-import tracemalloc
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ import pandas as pd
 
 from ..dataset import DataError, Dataset, read_table
 from ..domain import Domain
-from ..estimation import GraphicalModel, Measurement, StructuralZero
+from ..estimation import Measurement, StructuralZero
 from ..privacy import Accountant, cdp_rho, check_neighbour, gaussian_mechanism, marginal_l2, noise_rngs
 
 Progress = Callable[[float, float, str], None]  # (rho spent by the mechanism, rho it plans with, message)
@@ -169,16 +168,3 @@ class Mechanism:
 
     def measurements_report(self) -> list[dict]:
         return [{"attrs": list(m.attrs), "sigma": float(m.sigma), "source": m.source} for m in self.measurements_]
-
-
-def measure_peak_memory(fn: Callable[[], Any]) -> tuple[Any, float, float]:
-    """Run ``fn`` and return (result, seconds, peak traced Python/numpy memory in MB)."""
-    tracemalloc.start()
-    t0 = time.perf_counter()
-    try:
-        out = fn()
-    finally:
-        seconds = time.perf_counter() - t0
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-    return out, seconds, peak / 2**20

@@ -6,7 +6,6 @@ import itertools
 import math
 
 import numpy as np
-import pandas as pd
 
 from ..dataset import Dataset
 from ..domain import Domain
