@@ -65,6 +65,9 @@ def generator_kwargs(args) -> dict:
     for key, val in (("n_particles", args.particles), ("epochs", args.epochs), ("proj_iters", args.proj_iters)):
         if val is not None:
             kw[key] = val
+    for item in args.gen or []:
+        key, val = item.split("=", 1)
+        kw[key] = type(getattr(PrivPGDGenerator(), key))(val) if getattr(PrivPGDGenerator(), key) is not None else int(val)
     return dict(kw, device=args.device)
 
 
@@ -165,6 +168,8 @@ def main():
     ap.add_argument("--particles", type=int, default=None, help="default: the generator's (N)")
     ap.add_argument("--epochs", type=int, default=None)
     ap.add_argument("--proj-iters", type=int, default=None)
+    ap.add_argument("--gen", nargs="*", metavar="KEY=VALUE",
+                    help="other PrivPGDGenerator settings, e.g. mask_rate=0 init=marginals")
     ap.add_argument("--aim-iters", type=int, default=None, help="mirror-descent iterations (AIM/MST); default theirs")
     ap.add_argument("--device", default=None, help="PrivPGD device: cpu, cuda (default: auto)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads for PrivPGD (1: robust under load)")
@@ -200,6 +205,8 @@ def main():
                     cmd += [flag, str(val)]
             if args.paper:
                 cmd.append("--paper")
+            if args.gen:
+                cmd += ["--gen", *args.gen]
             if args.aim_iters is not None:
                 cmd += ["--aim-iters", str(args.aim_iters)]
             if args.device is not None:

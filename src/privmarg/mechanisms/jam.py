@@ -32,8 +32,11 @@ class JAM(Mechanism):
     Parameters: ``workload`` (as for AIM; default all 3-way marginals); ``rounds`` T (a fixed number
     of selections, default 30); ``alpha`` the share of each round's budget spent on *selection*
     (default 0.2; the rest is for the Gaussian measurement); ``max_model_size`` in MB (2**20 bytes);
-    ``iters`` mirror-descent iterations per round (warm started when ``warm_start``) and
-    ``final_iters`` for the last fit; ``weighting`` of measurements in the Private-PGM loss:
+    ``iters`` estimation iterations per round (default 50, warm started when ``warm_start``) and
+    ``final_iters`` for the last fit (default 300). The paper refits from scratch with 1000 iterations
+    every round; warm starts make 50 enough: on titanic at ε = 1 (seed 0) 50/300 picked the same
+    30 marginals as 250/1000 with workload error 0.456 vs 0.463, in 152 s instead of 653 s (the public
+    3-way proxies grow the model to 12 MB there); ``weighting`` of measurements in the Private-PGM loss:
     ``"equal"`` (the paper: every measurement weight 1, because the public proxy's error is private),
     or ``"mle"`` / ``"inv_sigma"``: private measurements weighted by their noise σ, and each public one
     as if it had the noise σ_t a private measurement would have had in the round that chose it (the
@@ -54,8 +57,8 @@ class JAM(Mechanism):
     default_neighbour = "replace_one"
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
-                 rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = 250,
-                 final_iters: int = 1000, tol: float = 1e-4, weighting: str = "equal", warm_start: bool = True,
+                 rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = 50,
+                 final_iters: int = 300, tol: float = 1e-4, weighting: str = "equal", warm_start: bool = True,
                  **kw):
         super().__init__(epsilon, delta, **kw)
         if self.neighbour != "replace_one":
