@@ -258,3 +258,17 @@ def test_dataset_marginals_follow_the_order_asked():
     assert data.project([]).tolist() == [500.0]
     with pytest.raises(KeyError):
         data.project(["a", "zz"])
+
+
+@pytest.mark.parametrize("method", ["precond", "md"])
+def test_overlong_trial_step_is_rejected_not_fatal(method):
+    # a step so long that the potentials overflow (seen in JAM with equal weights on big cliques):
+    # the trial must be rejected and the step shrunk, ending at the same optimum as a sane start
+    rng, dom, P = random_case(6, 4)
+    N = 1000.0
+    ms = [Measurement(c, joint_marginal(P, dom, c) * N + rng.normal(0, 5, dom.size(c)), 1.0)
+          for c in [("a", "b"), ("b", "c"), ("c", "d")]]
+    wild = estimate(dom, ms, total=N, iters=400, tol=1e-12, step=1e300, method=method, weighting="equal")
+    sane = estimate(dom, ms, total=N, iters=400, tol=1e-12, method=method, weighting="equal")
+    assert np.isfinite(wild.info.loss)
+    assert wild.info.loss <= sane.info.loss * 1.01 + 1e-6

@@ -284,14 +284,26 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
 
     n_eval = [0]
 
-    def evaluate(params):
+    def evaluate(params, trial=False):
+        """(θ, μ, loss, grads, x) at ``params``; a trial step that overflows θ returns None."""
         n_eval[0] += 1
         theta_flat = prob.At @ params
         if has_zeros:
             theta_flat += base
+        if trial and (np.isnan(theta_flat).any() or np.isposinf(theta_flat).any()):
+            return None  # an overlong step (tiny curvature on a big clique): reject it, shrink the step
         mu_flat = np.empty(prob.mu_off[-1])
-        mu, _, _ = belief_propagation(plan, views(theta_flat), total, out=views(mu_flat))
-        return (theta_flat, mu_flat) + prob(mu_flat)
+        try:
+            with np.errstate(over="ignore" if trial else "warn"):
+                mu, _, _ = belief_propagation(plan, views(theta_flat), total, out=views(mu_flat))
+        except FloatingPointError:
+            if trial:
+                return None
+            raise
+        out = (theta_flat, mu_flat) + prob(mu_flat)
+        if trial and not (np.isfinite(out[2]) and np.isfinite(mu_flat).all()):
+            return None
+        return out
 
     # Diagonal preconditioner (method="precond"): per measured cell, the inverse curvature of the
     # loss in log space, 1 / (2 Σω (x + s)). Near-empty cells then move by O(1) in log space per
@@ -314,6 +326,7 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
         wmax = max([float(prob.W.max())] + [w for *_, w in prob.linear])
         alpha = step if step is not None else 1.0 / (2.0 * wmax * total)
         alpha /= grow
+        stalled = 0
         alpha_p = 0.5  # relative step along the preconditioned direction (1 = a full diagonal Newton step)
         for it in range(1, iters + 1):
             ok = False
@@ -322,26 +335,38 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
                 # back to a plain mirror-descent step (a second try costs more than it gains)
                 alpha_p = min(alpha_p * grow, 1.0)
                 cand = phi - alpha_p * direction(grads, xs)
-                theta_c, mu_c, loss_c, grads_c, xs_c = evaluate(cand)
-                dec = _dot(grads, xs - xs_c)  # ⟨∇L(μ), μ − μ'⟩ through the measured marginals
-                ok = dec > 0 and loss - loss_c >= 0.25 * dec
+                res = evaluate(cand, trial=True)
+                if res is not None:
+                    theta_c, mu_c, loss_c, grads_c, xs_c = res
+                    dec = _dot(grads, xs - xs_c)  # ⟨∇L(μ), μ − μ'⟩ through the measured marginals
+                    ok = dec > 0 and loss - loss_c >= 0.25 * dec
                 if not ok:
                     alpha_p = max(alpha_p * 0.25, 1e-3)
             if not ok:
                 alpha *= grow
                 for _ in range(30):
                     cand = phi - alpha * grads
-                    theta_c, mu_c, loss_c, grads_c, xs_c = evaluate(cand)
-                    if loss - loss_c >= 0.5 * alpha * _dot(grads, xs - xs_c):
-                        break
+                    res = evaluate(cand, trial=True)
+                    if res is not None:
+                        theta_c, mu_c, loss_c, grads_c, xs_c = res
+                        if loss_c <= loss and loss - loss_c >= 0.5 * alpha * _dot(grads, xs - xs_c):
+                            ok = True
+                            break
                     alpha *= 0.5
                     backtracked = True
+                if not ok and (res is None or loss_c > loss):
+                    # no acceptable step within 30 halvings (a wild initial step): stay put and go
+                    # on shrinking next iteration; the tolerance test waits for real steps
+                    stalled += 1
+                    if stalled > 100:
+                        break
+                    continue
             phi, theta, mu, loss, grads, xs = cand, theta_c, mu_c, loss_c, grads_c, xs_c
             history.append(loss)
             if callback is not None:
                 callback(it, loss)
             # the tolerance applies once the step size has found its scale (first backtrack)
-            if (backtracked or precond) and it >= 10 and history[-11] - loss <= tol * max(loss, 1e-300):
+            if (backtracked or precond) and len(history) >= 11 and history[-11] - loss <= tol * max(loss, 1e-300):
                 converged = True
                 break
             if loss <= 1e-30 * total**2:

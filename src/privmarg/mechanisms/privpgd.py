@@ -83,7 +83,7 @@ class PrivPGD(_ParticleSampling, Mechanism):
                  cliques: Sequence[Sequence[str]] | None = None, constraint: Any = None,
                  constraint_strength: float = 1.0, generator: Any = None, n_particles: int | None = None,
                  epochs: int = 200, batch_size: int = 5, num_projections: int = 10, lr: float = 0.1,
-                 scheduler_step: int = 10, mask_rate: float = 0.8, proj_iters: int = 200,
+                 scheduler_step: int = 10, mask_rate: float = 0.0, proj_iters: int = 200,
                  proj_num_projections: int = 32, proj_lr: float = 0.1, proj_resample: int = 0,
                  proj_stop_tol: float = 0.01, device: Any = None, **kw):
         super().__init__(epsilon, delta, **kw)
