@@ -36,7 +36,8 @@ class JAM(Mechanism):
     ``final_iters`` for the last fit (default 300). The paper refits from scratch with 1000 iterations
     every round; warm starts make 50 enough: on titanic at ε = 1 (seed 0) 50/300 picked the same
     30 marginals as 250/1000 with workload error 0.456 vs 0.463, in 152 s instead of 653 s (the public
-    3-way proxies grow the model to 12 MB there); ``weighting`` of measurements in the Private-PGM loss:
+    3-way proxies grow the model to 12 MB there; measured before the engine's log-step clip, which
+    made every fit here converge much further); ``weighting`` of measurements in the Private-PGM loss:
     ``"equal"`` (the paper: every measurement weight 1, because the public proxy's error is private),
     or ``"mle"`` / ``"inv_sigma"``: private measurements weighted by their noise σ, and each public one
     as if it had the noise σ_t a private measurement would have had in the round that chose it (the
