@@ -66,9 +66,11 @@ def generator_kwargs(args) -> dict:
     for key, val in (("n_particles", args.particles), ("epochs", args.epochs), ("proj_iters", args.proj_iters)):
         if val is not None:
             kw[key] = val
+    defaults = PrivPGDGenerator()
     for item in args.gen or []:
         key, val = item.split("=", 1)
-        kw[key] = type(getattr(PrivPGDGenerator(), key))(val) if getattr(PrivPGDGenerator(), key) is not None else int(val)
+        default = getattr(defaults, key)  # cast to the default's type (None defaults are integers)
+        kw[key] = int(val) if default is None else type(default)(val)
     return dict(kw, device=args.device)
 
 

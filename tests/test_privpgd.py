@@ -96,11 +96,24 @@ def test_projection_of_a_probability_vector_is_itself(sizes):
     assert np.abs(u - p).max() < 1e-6
 
 
-def test_projection_returns_probabilities_and_lowers_sw1():
+def _noisy_marginals():
+    """Five small marginals (1- to 3-way) plus Gaussian noise: signed, with negatives."""
     rng = np.random.default_rng(2)
     sizes = [(5,), (3, 4), (6, 5), (2, 2, 3), (4, 4)]
     truth = [rng.dirichlet(np.ones(int(np.prod(s)))) for s in sizes]
-    noisy = [p + rng.normal(0, 0.04, p.size) for p in truth]  # signed, with negatives
+    return sizes, [p + rng.normal(0, 0.04, p.size) for p in truth]
+
+
+def _sw1_to(v, s):
+    """w -> SW1(w, v) on the grid of shape ``s``, with a fixed large set of 4000 directions."""
+    X = torch.tensor(grid_centres(s))
+    d = torch.randn(4000, len(s), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    d = d / d.norm(dim=1, keepdim=True)
+    return lambda w: sliced_w1(torch.tensor(w), torch.tensor(v), X, d).item()
+
+
+def test_projection_returns_probabilities_and_lowers_sw1():
+    sizes, noisy = _noisy_marginals()
     assert min(v.min() for v in noisy) < 0
     out = project_signed_measures(noisy, sizes, iters=200, num_projections=50, step=10, gamma=0.8, seed=3)
     for u, v, s in zip(out, noisy, sizes):
@@ -109,20 +122,14 @@ def test_projection_returns_probabilities_and_lowers_sw1():
         # the objective does not go up from the clipped-and-normalised start (fixed large direction
         # set), and goes well down where that start is poor
         u0 = np.maximum(v, 0) / np.maximum(v, 0).sum()
-        X = torch.tensor(grid_centres(s))
-        d = torch.randn(4000, len(s), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-        d = d / d.norm(dim=1, keepdim=True)
-        sw = lambda w: sliced_w1(torch.tensor(w), torch.tensor(v), X, d).item()  # noqa: E731
+        sw = _sw1_to(v, s)
         assert sw(u) <= 1.01 * sw(u0)
         if s in [(3, 4), (6, 5), (4, 4)]:
             assert sw(u) < 0.9 * sw(u0)
 
 
 def test_projection_with_fixed_directions_and_early_stopping():
-    rng = np.random.default_rng(2)
-    sizes = [(5,), (3, 4), (6, 5), (2, 2, 3), (4, 4)]
-    truth = [rng.dirichlet(np.ones(int(np.prod(s)))) for s in sizes]
-    noisy = [p + rng.normal(0, 0.04, p.size) for p in truth]
+    sizes, noisy = _noisy_marginals()
     info = {}
     kw = dict(num_projections=32, step=10, gamma=0.8, seed=3)
     out = project_signed_measures(noisy, sizes, iters=2000, resample=0, stop_tol=0.01, check_every=25, info=info, **kw)
@@ -131,10 +138,7 @@ def test_projection_with_fixed_directions_and_early_stopping():
     for u, w, v, s in zip(out, ref, noisy, sizes):
         assert (u >= 0).all() and u.sum() == pytest.approx(1.0, abs=1e-12)
         u0 = np.maximum(v, 0) / np.maximum(v, 0).sum()
-        X = torch.tensor(grid_centres(s))
-        d = torch.randn(4000, len(s), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-        d = d / d.norm(dim=1, keepdim=True)
-        sw = lambda w: sliced_w1(torch.tensor(w), torch.tensor(v), X, d).item()  # noqa: E731
+        sw = _sw1_to(v, s)
         assert sw(u) <= 1.05 * sw(w)  # as good as fresh directions every iteration
         if s in [(3, 4), (6, 5), (4, 4)]:
             assert sw(u) < 0.9 * sw(u0)
