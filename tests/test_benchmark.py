@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from privmarg.benchmark import ConfigError, check_available, load_config, run_benchmark, split_dataset
 from privmarg.benchmark.methods import METHODS
 from privmarg.benchmark.results import append_record, load_results, repair
+from privmarg.benchmark.summary import collect
 from privmarg.cli import app
 from privmarg.dataset import Dataset
 from privmarg.domain import Domain
@@ -152,6 +153,10 @@ def test_smoke_sweep_and_rerun_skips(data_dir):
     assert cfg.results_path.read_bytes() == before
     r = CliRunner().invoke(app, ["bench", str(p), "--dry-run"])
     assert r.exit_code == 0 and "3/4 finished" in r.output and "skip  toy/missing" in r.output
+    # the summary follows the config's order (baseline first), not the order cells finished in
+    lines = cfg.results_path.read_text().splitlines(keepends=True)
+    cfg.results_path.write_text("".join(sorted(lines, key=lambda l: json.loads(l)["method"] != "mst")))
+    assert list(collect(cfg)["method"]) == ["real", "independent", "mst"]
 
 
 # -------------------------------------------------------------------------------------------

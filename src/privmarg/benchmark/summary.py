@@ -69,6 +69,13 @@ def collect(config: BenchConfig) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if not df.empty:
         df = df.drop_duplicates(subset=["dataset", "method", "epsilon", "seed"], keep="last")
+        # the config's order (datasets, then the real-data baseline and methods, then ε and seed),
+        # not the order cells happened to finish in
+        ds = {d.name: i for i, d in enumerate(config.datasets)}
+        ms = {"real": -1} | {m.name: i for i, m in enumerate(config.methods)}
+        df = df.sort_values(["dataset", "method", "epsilon", "seed"], na_position="first", kind="stable",
+                            key=lambda col: col.map(ds) if col.name == "dataset"
+                            else col.map(ms) if col.name == "method" else col).reset_index(drop=True)
     return df
 
 
