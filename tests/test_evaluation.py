@@ -336,3 +336,56 @@ def test_cli_evaluate_json_only_and_errors(files):
     r = runner.invoke(app, base + ["--domain", str(d / "domain.json"), "--metrics", "bogus", "--output",
                                    str(d / "x.json")])
     assert r.exit_code == 2 and "bogus" in r.output
+
+
+# raw tables with a public schema ---------------------------------------------------------------
+RAW_SCHEMA = {"columns": {
+    "age": {"type": "integer", "min": 0, "max": 99, "bins": 10, "binning": "privtree"},
+    "income": {"type": "float", "min": 0, "max": 1000, "bins": 4, "missing": True},
+    "colour": {"type": "categorical", "values": ["red", "green", "blue"], "merge_rare": True},
+    "flag": {"type": "boolean"},
+}}
+
+
+def test_public_encoding_drops_dp_steps():
+    from privmarg.schema import Schema
+
+    sch = Schema.from_dict(RAW_SCHEMA)
+    assert sch.needs_dp
+    pub = sch.public_encoding()
+    assert not pub.needs_dp and pub.names == sch.names
+    assert pub["age"].binning == "uniform" and pub["age"].bins == 10 and not pub["colour"].merge_rare
+    assert pub.max_domain().to_dict() == {"age": 10, "income": 5, "colour": 3, "flag": 2}
+
+
+def test_cli_evaluate_raw_tables_with_schema(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 400
+    real = pd.DataFrame({"age": rng.integers(0, 100, n), "income": rng.uniform(0, 1000, n).round(2),
+                         "colour": rng.choice(["red", "green", "blue"], n, p=[0.25, 0.5, 0.25]),
+                         "flag": rng.choice([True, False], n)})
+    real.loc[rng.choice(n, 30, replace=False), "income"] = np.nan
+    (tmp_path / "s.json").write_text(json.dumps(RAW_SCHEMA))
+    real.to_csv(tmp_path / "real.csv", index=False)
+    real.assign(colour=real["colour"].replace("red", "green")).to_csv(tmp_path / "syn.csv", index=False)
+    real.to_csv(tmp_path / "same.csv", index=False)
+    base = ["evaluate", str(tmp_path / "real.csv")]
+    opts = ["--schema", str(tmp_path / "s.json"), "--metrics", "tv_1way,tv_2way,range_query_error"]
+    r = runner.invoke(app, base + [str(tmp_path / "same.csv")] + opts + ["--output", str(tmp_path / "a.json")])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "a.json").read_text())
+    assert rep["tv_1way"] == 0 and rep["tv_2way"] == 0 and rep["range_query_error"] == 0
+    assert rep["sources"]["schema"].endswith("s.json")
+    r = runner.invoke(app, base + [str(tmp_path / "syn.csv")] + opts + ["--output", str(tmp_path / "b.json")])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "b.json").read_text())
+    # only colour moved: TV(colour) = share of red; the 1-way average is over the 4 columns
+    assert rep["tv_1way"] == pytest.approx((real["colour"] == "red").mean() / 4)
+    # a value outside the schema names the table and the column; nothing written
+    real.assign(colour="purple").to_csv(tmp_path / "bad.csv", index=False)
+    r = runner.invoke(app, base + [str(tmp_path / "bad.csv")] + opts + ["--output", str(tmp_path / "c.json")])
+    assert r.exit_code == 2 and "synthetic table" in r.output and "colour" in r.output
+    assert not (tmp_path / "c.json").exists()
+    r = runner.invoke(app, base + [str(tmp_path / "same.csv"), "--schema", str(tmp_path / "s.json"), "--domain",
+                                   str(tmp_path / "s.json"), "--output", str(tmp_path / "d.json")])
+    assert r.exit_code == 2 and "either" in r.output

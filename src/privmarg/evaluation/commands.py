@@ -1,6 +1,6 @@
 """CLI commands of the evaluation and benchmark side (registered on the main app).
 
-``privmarg evaluate REAL SYNTH --domain D [--test T --target COL] --output report.html|report.json``
+``privmarg evaluate REAL SYNTH (--domain D | --schema S) [--test T --target COL] --output report.html|report.json``
 ``privmarg bench CONFIG.yaml [--workers N] [--dry-run] [--summary-only]``
 """
 
@@ -32,10 +32,13 @@ def _csv(s: Optional[str]) -> list[str] | None:
 
 
 def evaluate_cmd(
-    real: Path = typer.Argument(..., help="the real (training) table: CSV or Parquet of integer codes"),
+    real: Path = typer.Argument(..., help="the real (training) table: CSV or Parquet, integer codes (--domain) "
+                                          "or raw values (--schema)"),
     synth: Path = typer.Argument(..., help="the synthetic table, same columns"),
     domain: Optional[Path] = typer.Option(None, "--domain", help='JSON {"column": size, ...}'),
-    schema: Optional[Path] = typer.Option(None, "--schema", help="raw-table schema (not supported yet)"),
+    schema: Optional[Path] = typer.Option(None, "--schema",
+                                          help="public schema for raw tables (JSON/YAML): tables are encoded on "
+                                               "its grid, PrivTree bins replaced by uniform ones, no rare merging"),
     test: Optional[Path] = typer.Option(None, "--test", help="held-out real test table (ML efficacy)"),
     target: Optional[str] = typer.Option(None, "--target", help="column to predict (with --test)"),
     output: Path = typer.Option(..., "--output", "-o",
@@ -54,15 +57,15 @@ def evaluate_cmd(
     from ..dataset import DataError, Dataset, read_table
     from ..domain import Domain
     from ..io import _atomic, write_json
+    from ..preprocess import TableEncoder
+    from ..schema import Schema
     from .report import ALL_METRICS, evaluate, render_html
 
     t0 = time.perf_counter()
     try:
-        if schema is not None:
-            raise ValueError("--schema is not supported yet (raw tables with a schema are a separate, unbuilt "
-                             "feature); pass integer-coded tables with --domain DOMAIN.json")
-        if domain is None:
-            raise ValueError("--domain DOMAIN.json is required")
+        if (domain is None) == (schema is None):
+            raise ValueError("give either --domain DOMAIN.json (integer-coded tables) or --schema SCHEMA.json "
+                             "(raw tables)")
         if (test is None) != (target is None):
             raise ValueError("--test and --target go together")
         suffix = output.name.lower()
@@ -76,10 +79,20 @@ def evaluate_cmd(
             bad = set(wanted) - set(ALL_METRICS)
             if bad:
                 raise ValueError(f"unknown metric(s) {sorted(bad)}: choose from {', '.join(ALL_METRICS)}")
-        dom = Domain.from_json(domain)
+        encoder = None
+        if schema is not None:
+            # evaluation reads the real table directly (the report is for the curator, not for
+            # release), so the grid must not depend on it: the schema's public encoding
+            sch = Schema.load(schema).public_encoding()
+            encoder = TableEncoder(sch).fit()
+            dom = encoder.domain
+        else:
+            dom = Domain.from_json(domain)
         if target is not None and target not in dom:
-            raise ValueError(f"--target {target!r} is not a column of the domain")
-        num = _csv(numeric) or []
+            raise ValueError(f"--target {target!r} is not a column of the " + ("schema" if schema else "domain"))
+        num = _csv(numeric)
+        if num is None:  # with a schema, range queries go to its numeric columns by default
+            num = [c.name for c in sch if c.numeric] if encoder is not None else []
         dom.canonical(num)
         models = _csv(ml_models) or []
         from .ml import available_models
@@ -94,9 +107,17 @@ def evaluate_cmd(
             for k in ("epsilon", "delta", "neighbour", "rho_spent"):
                 if k in (rep.get("privacy") or {}):
                     run[k] = rep["privacy"][k]
-        real_d = Dataset.from_frame(read_table(real), dom)
-        synth_d = Dataset.from_frame(read_table(synth), dom)
-        test_d = Dataset.from_frame(read_table(test), dom) if test is not None else None
+        def load(path: Path, what: str) -> Dataset:
+            try:
+                if encoder is not None:
+                    return encoder.encode(read_table(path))
+                return Dataset.from_frame(read_table(path), dom)
+            except DataError as e:
+                raise DataError(f"{what} table {path}: {e}") from None
+
+        real_d = load(real, "real")
+        synth_d = load(synth, "synthetic")
+        test_d = load(test, "test") if test is not None else None
     except (ValueError, KeyError, DataError, OSError) as e:
         msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
         _fail(msg)
@@ -110,7 +131,8 @@ def evaluate_cmd(
         from .report import check_error_bounds
 
         result["error_bounds"] = check_error_bounds(real_d, synth_d, run_bounds)
-    result["sources"] = {"real": str(real), "synthetic": str(synth), "domain": str(domain),
+    result["sources"] = {"real": str(real), "synthetic": str(synth),
+                         **({"schema": str(schema)} if schema is not None else {"domain": str(domain)}),
                          **({"test": str(test), "target": target} if test is not None else {})}
     result["evaluation_seconds"] = time.perf_counter() - t0
     json_path = output if suffix.endswith(".json") else output.with_suffix(".json")

@@ -333,6 +333,17 @@ class Schema:
     def dtypes(self) -> dict[str, Any]:
         return {c.name: c.dtype() for c in self.columns}
 
+    def public_encoding(self) -> "Schema":
+        """This schema with its DP steps replaced by public ones (PrivTree → uniform bins on the same
+        bounds and bin count, no rare-category merging): an encoding fixed by the schema alone, for
+        comparing tables (evaluation), never for a release."""
+        spec = self.to_dict()
+        for col in spec["columns"].values():
+            col.pop("merge_rare", None)
+            if col.get("binning") == "privtree":
+                col["binning"] = "uniform"
+        return Schema.from_dict(spec, source=self.source)
+
     def max_domain(self) -> Domain:
         """The encoded domain's upper bound (exact when no DP step is asked for)."""
         return Domain(self.names, [c.max_size for c in self.columns])
