@@ -393,3 +393,14 @@ def test_generator_validates_parameters():
         PrivPGDGenerator(lr=-1)
     with pytest.raises(RuntimeError):
         PrivPGDGenerator().sample_codes()
+
+
+def test_mechanism_defaults_are_the_generators():
+    """PrivPGD(...) without generator settings runs exactly PrivPGDGenerator()'s profile."""
+    default = vars(PrivPGDGenerator())
+    built = vars(PrivPGDGenerator(**PrivPGD(2.5, 1e-5).generator_params))
+    assert built == default
+    set_ = PrivPGD(2.5, 1e-5, epochs=7, mask_rate=0.5).generator_params
+    assert set_["epochs"] == 7 and set_["mask_rate"] == 0.5
+    with pytest.raises(ValueError, match="epochs"):
+        PrivPGD(2.5, 1e-5, epochs=-1)

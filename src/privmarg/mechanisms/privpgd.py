@@ -67,7 +67,7 @@ class PrivPGD(_ParticleSampling, Mechanism):
 
     Parameters: ``epsilon`` (2.5), ``delta`` (1e-5) or ``rho``; ``degree`` (2) or explicit
     ``cliques``; ``constraint`` and ``constraint_strength`` (λ); generator settings
-    ``n_particles`` … ``device`` (defaults: the generator's fast CPU profile, see
+    ``n_particles`` … ``device`` (None: the generator's default, its fast CPU profile, see
     :class:`~privmarg.generators.privpgd.PrivPGDGenerator`), or a configured ``generator``, e.g.
     ``PrivPGDGenerator.paper()`` for the paper's settings (its ``constraint_strength`` is overridden
     by the one given here when a constraint is passed).
@@ -82,10 +82,11 @@ class PrivPGD(_ParticleSampling, Mechanism):
     def __init__(self, epsilon: float | None = 2.5, delta: float | None = 1e-5, *, degree: int = 2,
                  cliques: Sequence[Sequence[str]] | None = None, constraint: Any = None,
                  constraint_strength: float = 1.0, generator: Any = None, n_particles: int | None = None,
-                 epochs: int = 200, batch_size: int = 5, num_projections: int = 10, lr: float = 0.1,
-                 scheduler_step: int = 10, mask_rate: float = 0.0, proj_iters: int = 200,
-                 proj_num_projections: int = 32, proj_lr: float = 0.1, proj_resample: int = 0,
-                 proj_stop_tol: float = 0.01, device: Any = None, **kw):
+                 epochs: int | None = None, batch_size: int | None = None, num_projections: int | None = None,
+                 lr: float | None = None, scheduler_step: int | None = None, mask_rate: float | None = None,
+                 proj_iters: int | None = None, proj_num_projections: int | None = None,
+                 proj_lr: float | None = None, proj_resample: int | None = None, proj_stop_tol: float | None = None,
+                 device: Any = None, **kw):
         super().__init__(epsilon, delta, **kw)
         if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
             raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
@@ -94,12 +95,13 @@ class PrivPGD(_ParticleSampling, Mechanism):
         self.constraint = constraint
         self.constraint_strength = constraint_strength
         self.generator = generator
-        self.generator_params = dict(n_particles=n_particles, epochs=epochs, batch_size=batch_size,
-                                     num_projections=num_projections, lr=lr, scheduler_step=scheduler_step,
-                                     mask_rate=mask_rate, proj_iters=proj_iters,
-                                     proj_num_projections=proj_num_projections, proj_lr=proj_lr,
-                                     proj_resample=proj_resample, proj_stop_tol=proj_stop_tol, device=device,
-                                     constraint_strength=constraint_strength)
+        # None = the generator's own default (one source of truth for the fast CPU profile)
+        given = dict(n_particles=n_particles, epochs=epochs, batch_size=batch_size,
+                     num_projections=num_projections, lr=lr, scheduler_step=scheduler_step, mask_rate=mask_rate,
+                     proj_iters=proj_iters, proj_num_projections=proj_num_projections, proj_lr=proj_lr,
+                     proj_resample=proj_resample, proj_stop_tol=proj_stop_tol, device=device)
+        self.generator_params = {k: v for k, v in given.items() if v is not None}
+        self.generator_params["constraint_strength"] = constraint_strength
         if generator is None:
             _generator_cls()(**self.generator_params)  # validate now (needs torch)
 
