@@ -389,3 +389,17 @@ def test_cli_evaluate_raw_tables_with_schema(tmp_path):
     r = runner.invoke(app, base + [str(tmp_path / "same.csv"), "--schema", str(tmp_path / "s.json"), "--domain",
                                    str(tmp_path / "s.json"), "--output", str(tmp_path / "d.json")])
     assert r.exit_code == 2 and "either" in r.output
+    # extra columns: refused unless asked to drop them
+    real.assign(ssn=1).to_csv(tmp_path / "extra.csv", index=False)
+    r = runner.invoke(app, base + [str(tmp_path / "extra.csv")] + opts + ["--output", str(tmp_path / "e.json")])
+    assert r.exit_code == 2 and "ssn" in r.output and "--drop-unknown" in r.output
+    r = runner.invoke(app, base + [str(tmp_path / "extra.csv")] + opts + ["--drop-unknown", "--output",
+                                                                          str(tmp_path / "e.json")])
+    assert r.exit_code == 0 and json.loads((tmp_path / "e.json").read_text())["tv_2way"] == 0
+    # bounds released on a DP-fitted grid are not checked on the public one
+    (tmp_path / "run.json").write_text(json.dumps({"method": "aim", "error_bounds": [{"attrs": ["age"], "bound": 0.1}]}))
+    r = runner.invoke(app, base + [str(tmp_path / "same.csv")] + opts + ["--run-report", str(tmp_path / "run.json"),
+                                                                         "--output", str(tmp_path / "f.json")])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "f.json").read_text())
+    assert "error_bounds" not in rep and "not checked" in rep["error_bounds_note"]
