@@ -389,6 +389,11 @@ def test_cli_evaluate_raw_tables_with_schema(tmp_path):
     r = runner.invoke(app, base + [str(tmp_path / "same.csv"), "--schema", str(tmp_path / "s.json"), "--domain",
                                    str(tmp_path / "s.json"), "--output", str(tmp_path / "d.json")])
     assert r.exit_code == 2 and "either" in r.output
+    # numbers outside the bounds are clipped (as synth encodes them), with a warning and a count
+    real.assign(age=real["age"].where(real.index >= 3, 500)).to_csv(tmp_path / "wide.csv", index=False)
+    r = runner.invoke(app, base + [str(tmp_path / "wide.csv")] + opts + ["--output", str(tmp_path / "w.json")])
+    assert r.exit_code == 0 and "clipped" in r.output
+    assert json.loads((tmp_path / "w.json").read_text())["clipped_values"] == {"synthetic": {"age": 3}}
     # extra columns: refused unless asked to drop them
     real.assign(ssn=1).to_csv(tmp_path / "extra.csv", index=False)
     r = runner.invoke(app, base + [str(tmp_path / "extra.csv")] + opts + ["--output", str(tmp_path / "e.json")])

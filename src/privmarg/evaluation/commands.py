@@ -117,10 +117,19 @@ def evaluate_cmd(
             for k in ("epsilon", "delta", "neighbour", "rho_spent"):
                 if k in (rep.get("privacy") or {}):
                     run[k] = rep["privacy"][k]
+        clipped: dict[str, dict[str, int]] = {}
+
         def load(path: Path, what: str) -> Dataset:
             try:
                 if encoder is not None:
-                    return encoder.encode(read_table(path))
+                    df = read_table(path)
+                    coded = encoder.encode(df)
+                    n_out = encoder.out_of_bounds(df)
+                    if n_out:  # encoding clips them to the bounds: say so, a broken table should show
+                        clipped[what] = n_out
+                        err.print(f"warning: {what} table: values outside the schema's bounds, clipped: "
+                                  + ", ".join(f"{c} {n}" for c, n in n_out.items()), highlight=False)
+                    return coded
                 return Dataset.from_frame(read_table(path), dom, drop_unknown=drop_unknown)
             except DataError as e:
                 msg = str(e)
@@ -142,6 +151,8 @@ def evaluate_cmd(
         from .report import check_error_bounds
 
         result["error_bounds"] = check_error_bounds(real_d, synth_d, run_bounds)
+    if clipped:
+        result["clipped_values"] = clipped
     if bounds_note:
         result["error_bounds_note"] = bounds_note
         err.print(bounds_note, highlight=False)

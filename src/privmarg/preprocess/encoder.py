@@ -174,6 +174,19 @@ class TableEncoder:
         :class:`DataError` naming the column and the problem. Reads no more than :meth:`encode`."""
         self._prepare(df)
 
+    def out_of_bounds(self, df: pd.DataFrame) -> dict[str, int]:
+        """Per numeric column, how many values of ``df`` lie outside the schema's bounds (encoding
+        clips them). Reads the data: for the curator's own checks, not for anything released."""
+        out = {}
+        for col in self.schema:
+            if col.numeric and col.name in df.columns:
+                s = df[col.name]
+                x = _numeric_values(col, s[s.notna()])
+                n = int(((x < col.lo) | (x > col.hi)).sum())
+                if n:
+                    out[col.name] = n
+        return out
+
     def _encode_prepared(self, prepared: dict[str, np.ndarray]) -> Dataset:
         self._check_fitted()
         cols = []
