@@ -122,9 +122,8 @@ def evaluate_cmd(
         def load(path: Path, what: str) -> Dataset:
             try:
                 if encoder is not None:
-                    df = read_table(path)
-                    coded = encoder.encode(df)
-                    n_out = encoder.out_of_bounds(df)
+                    n_out: dict[str, int] = {}
+                    coded = encoder.encode(read_table(path), clipped=n_out)
                     if n_out:  # encoding clips them to the bounds: say so, a broken table should show
                         clipped[what] = n_out
                         err.print(f"warning: {what} table: values outside the schema's bounds, clipped: "

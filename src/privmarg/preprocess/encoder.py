@@ -164,28 +164,19 @@ class TableEncoder:
             raise RuntimeError("TableEncoder is not fitted: call fit() first")
 
     # ------------------------------------------------------------------------------ encoding
-    def encode(self, df: pd.DataFrame) -> Dataset:
-        """Validate ``df`` and return its codes (raises :class:`DataError` naming column and problem)."""
+    def encode(self, df: pd.DataFrame, clipped: dict[str, int] | None = None) -> Dataset:
+        """Validate ``df`` and return its codes (raises :class:`DataError` naming column and problem).
+
+        ``clipped``: a dict that receives, per numeric column, how many values lay outside the
+        schema's bounds and were clipped. That count reads the data: for the curator's own checks
+        (``privmarg evaluate``), never for anything released."""
         self._check_fitted()
-        return self._encode_prepared(self._prepare(df))
+        return self._encode_prepared(self._prepare(df, clipped))
 
     def validate(self, df: pd.DataFrame) -> None:
         """Check ``df`` against the schema (columns, emptiness, types, nulls, categories); raises
         :class:`DataError` naming the column and the problem. Reads no more than :meth:`encode`."""
         self._prepare(df)
-
-    def out_of_bounds(self, df: pd.DataFrame) -> dict[str, int]:
-        """Per numeric column, how many values of ``df`` lie outside the schema's bounds (encoding
-        clips them). Reads the data: for the curator's own checks, not for anything released."""
-        out = {}
-        for col in self.schema:
-            if col.numeric and col.name in df.columns:
-                s = df[col.name]
-                x = _numeric_values(col, s[s.notna()])
-                n = int(((x < col.lo) | (x > col.hi)).sum())
-                if n:
-                    out[col.name] = n
-        return out
 
     def _encode_prepared(self, prepared: dict[str, np.ndarray]) -> Dataset:
         self._check_fitted()
@@ -206,7 +197,7 @@ class TableEncoder:
             cols.append(code)
         return Dataset(np.column_stack(cols), self.domain, validate=False)
 
-    def _prepare(self, df: pd.DataFrame) -> dict[str, np.ndarray]:
+    def _prepare(self, df: pd.DataFrame, clipped: dict[str, int] | None = None) -> dict[str, np.ndarray]:
         """Check columns, emptiness and every value; numeric columns → clipped floats (NaN = missing),
         categorical/boolean → base codes (-1 = missing)."""
         if not isinstance(df, pd.DataFrame):
@@ -226,7 +217,7 @@ class TableEncoder:
         if len(df) == 0:
             raise DataError("the table is empty (no rows)")
         df = df.rename(columns=str)
-        return {n: _prepare_column(self.schema[n], df[n]) for n in names}
+        return {n: _prepare_column(self.schema[n], df[n], clipped) for n in names}
 
     # ------------------------------------------------------------------------------ decoding
     def decode(self, codes: np.ndarray, rng: np.random.Generator | None = None, *,
@@ -267,7 +258,7 @@ def _show(v: Any) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-def _prepare_column(col: ColumnSpec, s: pd.Series) -> np.ndarray:
+def _prepare_column(col: ColumnSpec, s: pd.Series, clipped: dict[str, int] | None = None) -> np.ndarray:
     null = s.isna().to_numpy()
     if null.any() and not col.missing:
         raise _err(col, f"{int(null.sum())} missing value(s), but the schema does not allow them "
@@ -277,6 +268,10 @@ def _prepare_column(col: ColumnSpec, s: pd.Series) -> np.ndarray:
         x = _numeric_values(col, vals)
         out = np.full(len(s), np.nan)
         out[~null] = np.clip(x, col.lo, col.hi)  # out-of-bounds values are clipped to the public bounds
+        if clipped is not None:
+            n_out = int(((x < col.lo) | (x > col.hi)).sum())
+            if n_out:
+                clipped[col.name] = n_out
         return out
     base = _boolean_codes(col, vals) if col.type == "boolean" else _category_codes(col, vals)
     out = np.full(len(s), -1, dtype=np.int64)
