@@ -88,10 +88,11 @@ def test_seeded_runs_are_identical_and_seeds_differ(cls):
     assert not (len(a) == len(c) and (a.values == c.values).all())
 
 
-def test_aim_beats_independent_on_correlated_data():
+@pytest.mark.parametrize("refit_method", ["precond", "md"])
+def test_aim_beats_independent_on_correlated_data(refit_method):
     data = correlated_table(n=5000)
     wl = all_kway(data.domain, 2)
-    aim = AIM(2.0, 1e-6, workload="all-2way", seed=0).fit(data)
+    aim = AIM(2.0, 1e-6, workload="all-2way", seed=0, refit_method=refit_method).fit(data)
     ind = Independent(2.0, 1e-6, seed=0).fit(data)
     e_aim = workload_error(data, Dataset(aim.sample_codes(), data.domain), wl)
     e_ind = workload_error(data, Dataset(ind.sample_codes(), data.domain), wl)
@@ -127,6 +128,8 @@ def test_invalid_parameters_rejected():
         AIM(1.0, 0.0)
     with pytest.raises(ValueError):
         AIM(1.0, 1.0)
+    with pytest.raises(ValueError, match="refit_method"):
+        AIM(1.0, 1e-9, refit_method="adam")
     with pytest.raises(ValueError):
         MST(1.0, 1e-9, neighbour="swap")
     with pytest.raises(RuntimeError):

@@ -23,7 +23,9 @@ class AIM(Mechanism):
     Parameters: ``workload`` ("all-3way", "all-2way:target=col", a JSON path or a list of cliques /
     (cliques, weight)); ``max_model_size`` in MB (2**20 bytes) of the final junction tree; ``rounds``
     (T, sizing the initial split; default 16·d); ``alpha`` the share of each round for measurement;
-    ``iters`` mirror-descent iterations per round (warm started) and ``final_iters`` for the last fit.
+    ``iters`` mirror-descent iterations per round (warm started) and ``final_iters`` for the last fit;
+    ``refit_method``: the estimator's step for the warm-started refits (``"precond"`` or ``"md"``, see
+    :func:`privmarg.estimate`; the first, cold fit is always preconditioned).
 
     Privacy: ``rho``-zCDP in total (from ``epsilon``, ``delta``), spent exactly; each round charges
     one exponential mechanism (ε²/8) and one Gaussian marginal (Δ₂²/(2σ²)).
@@ -31,7 +33,8 @@ class AIM(Mechanism):
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
                  max_model_size: float = 80.0, rounds: int | None = None, alpha: float = 0.9,
-                 iters: int = 250, final_iters: int = 1000, tol: float = 1e-4, **kw):
+                 iters: int = 250, final_iters: int = 1000, tol: float = 1e-4,
+                 refit_method: str = "precond", **kw):
         super().__init__(epsilon, delta, **kw)
         if not 0 < alpha < 1:
             raise ValueError("alpha must be in (0, 1)")
@@ -44,6 +47,9 @@ class AIM(Mechanism):
         self.iters = iters
         self.final_iters = final_iters
         self.tol = tol
+        if refit_method not in ("precond", "md"):
+            raise ValueError("refit_method must be 'precond' or 'md'")
+        self.refit_method = refit_method
 
     def _fit(self, data: Dataset) -> None:
         dom = data.domain
@@ -98,7 +104,7 @@ class AIM(Mechanism):
             before = model.project(r_t)
             round_models[t] = model
             model = estimate(dom, self.measurements_, total=self.total_, iters=self.iters, tol=self.tol,
-                             warm=model.potentials, step=model.step_size, zeros=zeros)
+                             warm=model.potentials, step=model.step_size, zeros=zeros, method=self.refit_method)
             self.log_.append({
                 "round": t, "selected": list(r_t), "sigma": sigma, "epsilon": eps, "sensitivity": sens,
                 "candidates": [list(c) for c in cand_t],
@@ -113,7 +119,8 @@ class AIM(Mechanism):
                 sigma /= 2
                 eps *= 2
         self.model_ = estimate(dom, self.measurements_, total=self.total_, iters=self.final_iters,
-                               tol=self.tol / 10, warm=model.potentials, step=model.step_size, zeros=zeros)
+                               tol=self.tol / 10, warm=model.potentials, step=model.step_size, zeros=zeros,
+                               method=self.refit_method)
         self.rounds_ = t
         # keep only the models that some marginal's error bound needs (its last candidate round)
         last = {}
