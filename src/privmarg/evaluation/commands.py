@@ -31,6 +31,24 @@ def _csv(s: Optional[str]) -> list[str] | None:
     return [x.strip() for x in s.split(",") if x.strip()]
 
 
+def _read_run_report(path: Path, dp_grid: bool) -> tuple[dict, list | None, str | None]:
+    """(run facts, its released error bounds or None, a note why they are not checked) from a synth report."""
+    with open(path) as fh:
+        rep = json.load(fh)
+    run = {k: rep[k] for k in ("method", "seconds", "fit_seconds", "peak_memory_mb", "rows") if k in rep}
+    for k in ("epsilon", "delta", "neighbour", "rho_spent"):
+        if k in (rep.get("privacy") or {}):
+            run[k] = rep["privacy"][k]
+    bounds, note = rep.get("error_bounds"), None
+    if bounds and dp_grid:
+        # the bounds are on the run's own (DP-fitted) bins and merged categories, not on the
+        # public grid the tables are compared on here: checking them would mislead
+        note = ("error bounds of the run not checked: its schema fits bins or merges "
+                "categories under DP, and they were released on that grid, not the public one")
+        bounds = None
+    return run, bounds, note
+
+
 def evaluate_cmd(
     real: Path = typer.Argument(..., help="the real (training) table: CSV or Parquet, integer codes (--domain) "
                                           "or raw values (--schema)"),
@@ -102,21 +120,8 @@ def evaluate_cmd(
         from .ml import available_models
 
         available_models(models)  # unknown names fail here, before any work
-        run, run_bounds, bounds_note = None, None, None
-        if run_report is not None:
-            with open(run_report) as fh:
-                rep = json.load(fh)
-            run = {k: rep[k] for k in ("method", "seconds", "fit_seconds", "peak_memory_mb", "rows") if k in rep}
-            run_bounds = rep.get("error_bounds")
-            if run_bounds and encoder is not None and sch_raw.needs_dp:
-                # the bounds are on the run's own (DP-fitted) bins and merged categories, not on the
-                # public grid the tables are compared on here: checking them would mislead
-                bounds_note = ("error bounds of the run not checked: its schema fits bins or merges "
-                               "categories under DP, and they were released on that grid, not the public one")
-                run_bounds = None
-            for k in ("epsilon", "delta", "neighbour", "rho_spent"):
-                if k in (rep.get("privacy") or {}):
-                    run[k] = rep["privacy"][k]
+        run, run_bounds, bounds_note = (_read_run_report(run_report, dp_grid=encoder is not None and sch_raw.needs_dp)
+                                        if run_report is not None else (None, None, None))
         clipped: dict[str, dict[str, int]] = {}
 
         def load(path: Path, what: str) -> Dataset:
