@@ -44,8 +44,20 @@ CLIQUES = [
 EXTRA = [("Call Type", "Station Area"), ("Neighborhooods - Analysis Boundaries", "Call Type")]
 
 
+def fire_measurements(cliques, sigma=50.0, seed=0):
+    """(domain, data, measurements): fire's one-way marginals, then ``cliques``, with N(0, σ²) noise."""
+    from privmarg import Dataset, Domain, Measurement
+
+    dom = Domain.from_json(DATA / "domain.json")
+    data = Dataset.read(DATA / "private.csv.gz", dom)
+    rng = np.random.default_rng(seed)
+    ms = [Measurement((a,), data.project([a]) + rng.normal(0, sigma, dom[a]), sigma) for a in dom.attrs]
+    ms += [Measurement(c, data.project(c) + rng.normal(0, sigma, dom.size(c)), sigma) for c in cliques]
+    return dom, data, ms
+
+
 def main():
-    from privmarg import Dataset, Domain, Measurement, model_size_mb
+    from privmarg import model_size_mb
 
     est = importlib.import_module("privmarg.estimation.estimate")
     ap = argparse.ArgumentParser()
@@ -53,13 +65,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--extra", type=int, default=0, choices=[0, 1, 2])
     args = ap.parse_args()
-    dom = Domain.from_json(DATA / "domain.json")
-    data = Dataset.read(DATA / "private.csv.gz", dom)
-    rng = np.random.default_rng(0)
-    sigma = 50.0
-    ms = [Measurement((a,), data.project([a]) + rng.normal(0, sigma, dom[a]), sigma) for a in dom.attrs]
-    cliques = CLIQUES + EXTRA[:args.extra]
-    ms += [Measurement(c, data.project(c) + rng.normal(0, sigma, dom.size(c)), sigma) for c in cliques]
+    dom, data, ms = fire_measurements(CLIQUES + EXTRA[:args.extra])
     settings = {"csr (all cliques)": 10**12, f"dense for cliques >= {est.DENSE_CLIQUE_CELLS} cells": est.DENSE_CLIQUE_CELLS}
     default = est.DENSE_CLIQUE_CELLS
     out: dict[str, list] = {k: [] for k in settings}

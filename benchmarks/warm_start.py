@@ -15,22 +15,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from clique_maps import CLIQUES, DATA  # noqa: E402
+from clique_maps import CLIQUES, fire_measurements  # noqa: E402
 
 
 def main():
-    from privmarg import Dataset, Domain, Measurement, estimate
+    from privmarg import estimate
 
-    dom = Domain.from_json(DATA / "domain.json")
-    data = Dataset.read(DATA / "private.csv.gz", dom)
-    rng = np.random.default_rng(0)
-    s = 50.0
-    ms = [Measurement((a,), data.project([a]) + rng.normal(0, s, dom[a]), s) for a in dom.attrs]
-    ms += [Measurement(c, data.project(c) + rng.normal(0, s, dom.size(c)), s) for c in CLIQUES[:21]]
+    dom, data, ms = fire_measurements(CLIQUES[:21])
     prev = estimate(dom, ms[:-1], total=len(data), iters=250, tol=1e-4)
     print("| method | iterations | evaluations | CPU s | loss @50 | @100 | @250 |\n|---|---|---|---|---|---|---|")
     for method in ("precond", "md"):
