@@ -67,6 +67,7 @@ def main():
                            "estimation_s": sum(e["estimation_seconds"] for e in mech.log_),
                            "iterations": sum(e["estimation_iterations"] for e in mech.log_),
                            "final_iterations": mech.model_.info.iterations,
+                           "model_size_mb": mech.model_.size_mb(),
                            "workload_error_3way": workload_error(data, syn, w3)}
                     print(json.dumps(rec), flush=True)
                     with open(out, "a") as fh:
