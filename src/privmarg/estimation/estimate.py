@@ -248,6 +248,7 @@ def _weight(sigma: float, weighting: str) -> float:
     raise ValueError("weighting must be 'mle', 'inv_sigma' or 'equal'")
 
 
+METHODS = ("precond", "md")  # the estimator's step rules (see estimate's ``method``)
 LOG_STEP_CAP = 8.0  # largest preconditioned move of one cell's log-potential per step (e^8 ≈ 3000×)
 
 
@@ -279,8 +280,8 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     cliques = [c for c in cliques if c]
     tree = JunctionTree.build(domain, cliques)
     plan = _Plan(tree)
-    if method not in ("md", "precond"):
-        raise ValueError("method must be 'md' or 'precond'")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}")
     precond = method == "precond"
 
     # potentials φ_r, one per measured (or warm-started) clique; θ = Aᵀφ plus -inf on structural zeros

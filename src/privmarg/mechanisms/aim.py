@@ -9,6 +9,7 @@ import numpy as np
 
 from ..dataset import Dataset
 from ..estimation import estimate, model_size_mb
+from ..estimation.estimate import METHODS
 from ..privacy import exponential_mechanism, marginal_l2, score_sensitivity
 from ..workload import downward_closure, parse_workload
 from .aim_bounds import ErrorBound, aim_error_bound
@@ -48,8 +49,8 @@ class AIM(Mechanism):
         self.iters = iters
         self.final_iters = final_iters
         self.tol = tol
-        if refit_method not in ("precond", "md"):
-            raise ValueError("refit_method must be 'precond' or 'md'")
+        if refit_method not in METHODS:
+            raise ValueError(f"refit_method must be one of {METHODS}")
         self.refit_method = refit_method
 
     def _fit(self, data: Dataset) -> None:
