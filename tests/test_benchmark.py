@@ -20,8 +20,8 @@ from privmarg.benchmark.methods import METHODS
 from privmarg.benchmark.results import append_record, load_results, repair
 from privmarg.benchmark.summary import collect
 from privmarg.cli import app
-from privmarg.dataset import Dataset
-from privmarg.domain import Domain
+from privmarg.data import Dataset
+from privmarg.core import Domain
 
 HERE = Path(__file__).resolve().parent
 QUIET = Console(stderr=True, quiet=True)
@@ -112,7 +112,7 @@ def test_split_is_deterministic_and_disjoint():
 
 
 def test_registry_is_lazy_and_reports_missing_methods():
-    assert METHODS["privpgd"] == "privmarg.mechanisms.privpgd:PrivPGD"
+    assert METHODS["privpgd"] == "privmarg.presets:PrivPGD"
     ok, why = check_available("no_such_module_xyz:Mech")
     assert not ok and "no_such_module_xyz" in why
     assert check_available("mst") == (True, "")

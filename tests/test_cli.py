@@ -119,7 +119,7 @@ def test_adult_end_to_end_aim_beats_mst_and_independent(tmp_path):
     """Issue target: AIM's all-3way workload error on adult at ε=1 below 0.20 and below MST's and Independent's."""
     from privmarg import Dataset, Domain
     from privmarg.evaluation import workload_error
-    from privmarg.workload import all_kway
+    from privmarg.core import all_kway
 
     dom_path = DATA / "adult" / "domain.json"
     dom = Domain.from_json(dom_path)

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from privmarg.cli import app
-from privmarg.dataset import Dataset
-from privmarg.domain import Domain
+from privmarg.data import Dataset
+from privmarg.core import Domain
 from privmarg.evaluation import (
     CountingQueries,
     ThresholdQueries,
@@ -29,7 +29,7 @@ from privmarg.evaluation import (
     tv_per_marginal,
     workload_error,
 )
-from privmarg.workload import all_kway
+from privmarg.core import all_kway
 
 runner = CliRunner()
 

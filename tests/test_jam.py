@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 from privmarg import AIM, JAM, Dataset, Domain, StructuralZero
 from privmarg.cli import app
 from privmarg.evaluation import workload_error
-from privmarg.mechanisms import MECHANISMS
+from privmarg import registry
 from privmarg.privacy import cdp_rho
-from privmarg.workload import all_kway
+from privmarg.core import all_kway
 
 FAST = dict(iters=60, final_iters=150)
 
@@ -166,7 +166,7 @@ def test_bad_arguments():
     other = Dataset(np.zeros((10, 2), dtype=int), Domain(["a", "b"], [4, 3]))
     with pytest.raises(ValueError):
         JAM(1.0, 1e-6).fit(data, public=other)
-    assert MECHANISMS["jam"] is JAM
+    assert registry.preset_class("jam") is JAM
 
 
 def test_cli_jam(tmp_path):

@@ -8,9 +8,9 @@ import pytest
 
 from privmarg import Dataset, Domain
 from privmarg.evaluation import workload_error
-from privmarg.mechanisms import AIM, MST, MWEM, Independent
+from privmarg import AIM, MST, MWEM, Independent
 from privmarg.privacy import cdp_rho
-from privmarg.workload import all_kway, downward_closure, parse_workload
+from privmarg.core import all_kway, downward_closure, parse_workload
 
 
 def correlated_table(n=3000, seed=0):
@@ -138,7 +138,7 @@ def test_invalid_parameters_rejected():
 
 @pytest.mark.parametrize("cls", [AIM, MST, MWEM, Independent])
 def test_structural_zeros_are_honoured(cls):
-    from privmarg.estimation import StructuralZero
+    from privmarg.core import StructuralZero
 
     data = correlated_table(n=3000)
     dom = data.domain

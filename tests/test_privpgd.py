@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from privmarg import AIM, MST, Dataset, Domain, Measurement, StructuralZero  # noqa: E402
-from privmarg.generators.constraints import ThresholdConstraint  # noqa: E402
-from privmarg.generators.privpgd import (  # noqa: E402
+from privmarg.generate.privpgd.constraints import ThresholdConstraint  # noqa: E402
+from privmarg.generate.privpgd.privpgd import (  # noqa: E402
     PrivPGDGenerator,
     embed_codes,
     grid_centres,
@@ -20,7 +20,7 @@ from privmarg.generators.privpgd import (  # noqa: E402
     sliced_w1,
     sparse_adam_step,
 )
-from privmarg.mechanisms.privpgd import PrivPGD, WithGenerator, selector_measurements  # noqa: E402
+from privmarg import PrivPGD  # noqa: E402
 from privmarg.privacy import cdp_rho  # noqa: E402
 
 
@@ -145,7 +145,7 @@ def test_projection_with_fixed_directions_and_early_stopping():
 
 
 def test_bounded_argsort_is_a_permutation_sorted_up_to_a_bucket():
-    from privmarg.generators.privpgd import _argsort_bounded
+    from privmarg.generate.privpgd.privpgd import _argsort_bounded
 
     g = torch.Generator().manual_seed(0)
     th = torch.randn(3, 4, 2, generator=g)
@@ -198,7 +198,7 @@ def test_structural_zeros_get_no_mass():
 
 
 def test_packed_key_argsort_is_a_sorting_permutation():
-    from privmarg.generators.privpgd import _argsort
+    from privmarg.generate.privpgd.privpgd import _argsort
 
     rng = np.random.default_rng(0)
     x = torch.tensor(rng.normal(size=(6, 999)).astype(np.float32))
@@ -358,8 +358,11 @@ def test_privpgd_mechanism_with_threshold_constraint_charges_the_statistic():
 def test_aim_selection_with_privpgd_generation():
     data = chain_table()
     aim = AIM(2.5, 1e-5, workload="all-2way", seed=1, iters=50, final_iters=50)
-    mech = WithGenerator(aim, PrivPGDGenerator(**FASTGEN)).fit(data)
-    assert mech.privacy_report() == aim.privacy_report()
+    mech = AIM(2.5, 1e-5, workload="all-2way", seed=1, iters=50, final_iters=50,
+               generator=PrivPGDGenerator(**FASTGEN)).fit(data)
+    aim.fit(data)
+    assert mech.privacy_report() == aim.privacy_report()  # same selection: the generator is post-processing
+    assert [m.attrs for m in mech.measurements_] == [m.attrs for m in aim.measurements_]
     codes = mech.sample_codes()
     assert codes.shape == (400, 4) and (codes < np.array(data.domain.shape)).all()
     assert {m.attrs for m in mech.measurements_} >= {(a,) for a in data.domain.attrs}
@@ -371,17 +374,18 @@ def test_mst_compressed_measurements_are_mapped_back():
     dom = Domain(list(data.domain.attrs) + ["e"], list(data.domain.shape) + [8])
     e = np.where(rng.random(len(data)) < 0.97, data.codes[:, 0], 4 + rng.integers(0, 4, len(data)))
     data = Dataset(np.column_stack([data.codes, e]), dom)
-    mst = MST(0.5, 1e-5, seed=0, iters=50, final_iters=50)
-    mech = WithGenerator(mst, PrivPGDGenerator(**FASTGEN)).fit(data)
-    assert mst.supports_, "the test needs MST to compress something"
-    for m in mech.measurements_:
-        assert m.y.size == dom.size(m.attrs) and m.query is None
-    # the mapping preserves totals of the compressed answers
-    comp = {m.attrs: m for m in mst.compressed_measurements_ if len(m.attrs) == 2}
-    for m in selector_measurements(mst):
-        if len(m.attrs) == 2:
-            assert m.y.sum() == pytest.approx(comp[m.attrs].y.sum())
-    assert mech.sample_codes().shape == (400, 5)
+    mech = MST(0.5, 1e-5, seed=0, iters=50, final_iters=50, generator=PrivPGDGenerator(**FASTGEN)).fit(data)
+    assert mech.supports_, "the test needs MST to compress something"
+    # the generator ran on the compressed domain; records come back on the original one
+    assert mech.model_.model.domain == mech.compressed_domain_
+    codes = mech.sample_codes()
+    assert codes.shape == (400, 5) and (codes < np.array(dom.shape)).all()
+    merged = np.setdiff1d(np.arange(8), mech.supports_["e"])
+    assert np.isin(codes[:, 4], np.arange(8)).all() and len(merged) > 0
+    # the lifted model spreads a merged value's mass uniformly and keeps the total
+    p = mech.model_.project(("e",))
+    assert p.sum() == pytest.approx(mech.model_.total, rel=1e-6)
+    assert np.allclose(p[merged], p[merged][0])
 
 
 def test_generator_validates_parameters():

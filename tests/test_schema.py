@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from privmarg.cli import app
-from privmarg.dataset import DataError
+from privmarg.data import DataError
 from privmarg.schema import (
     DRAFT_WARNING, MAX_MARGINAL_CELLS, Schema, SchemaError, as_schema, draft_schema, load_schema, value_key,
 )

@@ -1,16 +1,41 @@
-"""privmarg: differentially private synthetic tables from noisy marginals."""
+"""privmarg: differentially private synthetic tables from noisy marginals.
 
-from .dataset import DataError, Dataset
-from .domain import Domain
-from .estimation import GraphicalModel, Measurement, StructuralZero, estimate, model_size_mb
-from .mechanisms import AIM, JAM, MST, MWEM, Independent, PrivPGD, WithGenerator
+Select which marginals to measure (:mod:`privmarg.select`), measure them under one zCDP accountant
+(:mod:`privmarg.measure`, :mod:`privmarg.privacy`), generate records from them
+(:mod:`privmarg.generate`); :class:`Synthesizer` puts the three together and the presets (``AIM``,
+``MST``, ...) are the papers' methods. :mod:`privmarg.registry` names them all.
+"""
+
+from .core import Domain, Factor, Measurement, StructuralZero
+from .data import DataError, Dataset, MarginalSource, MemorySource, PrecomputedSource
+from .generate.pgm import PGM, GraphicalModel, estimate, model_size_mb
+from .measure import MeasurementSession
 from .preprocess import TableEncoder
+from .presets import AIM, JAM, MST, MWEM, Independent, PrivPGD
 from .privacy import Accountant, BudgetExceededError
 from .schema import Schema
+from .synth import Synthesizer
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    # torch-based generator and presets made from registry entries load on first use
+    if name == "PrivPGDGenerator":
+        from .generate.privpgd.privpgd import PrivPGDGenerator
+
+        return PrivPGDGenerator
+    from . import registry
+
+    for e in registry.entries("preset"):
+        if not e.target and registry.preset_class(e.name).__name__ == name:
+            return registry.preset_class(e.name)
+    raise AttributeError(f"module 'privmarg' has no attribute {name!r}")
+
+
 __all__ = [
-    "AIM", "JAM", "MST", "MWEM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
-    "GraphicalModel", "Independent", "PrivPGD", "Schema", "TableEncoder", "WithGenerator", "Measurement", "StructuralZero", "estimate", "model_size_mb",
+    "AIM", "JAM", "MST", "MWEM", "PGM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
+    "Factor", "GraphicalModel", "Independent", "MarginalSource", "Measurement", "MeasurementSession",
+    "MemorySource", "PrecomputedSource", "PrivPGD", "PrivPGDGenerator", "Schema", "StructuralZero",
+    "Synthesizer", "TableEncoder", "estimate", "model_size_mb",
 ]

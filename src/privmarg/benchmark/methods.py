@@ -2,7 +2,7 @@
 
 A method is anything built as ``factory(epsilon, delta, seed=..., **params)`` whose ``fit(dataset)``
 returns an object with ``sample_codes(rows=None)`` (integer codes, one column per attribute): every
-:class:`privmarg.mechanisms.base.Mechanism` qualifies. Names map to ``"module:attribute"`` strings;
+:class:`privmarg.Synthesizer` qualifies (every preset of :mod:`privmarg.registry` is listed). Names map to ``"module:attribute"`` strings;
 a config may also give such a string directly (``method: mypkg.mod:MyMech``).
 
 Peers: ``smartnoise-aim`` and ``smartnoise-mst`` run smartnoise-synth through
@@ -21,15 +21,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..dataset import Dataset
+from .. import registry
+from ..data import Dataset
 
 #: registry name -> "module:attribute" (imported on first use)
 METHODS: dict[str, str] = {
-    "aim": "privmarg.mechanisms.aim:AIM",
-    "mst": "privmarg.mechanisms.mst:MST",
-    "mwem": "privmarg.mechanisms.mwem:MWEM",
-    "independent": "privmarg.mechanisms.independent:Independent",
-    "privpgd": "privmarg.mechanisms.privpgd:PrivPGD",
+    **{e.name: e.target for e in registry.entries("preset")},
     "smartnoise-aim": "privmarg.benchmark.methods:SmartNoiseAIM",
     "smartnoise-mst": "privmarg.benchmark.methods:SmartNoiseMST",
     "real": "privmarg.benchmark.methods:RealData",

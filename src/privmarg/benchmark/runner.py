@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from ..dataset import Dataset, read_table
-from ..domain import Domain
+from ..data import Dataset, read_table
+from ..core import Domain
 from .config import BenchConfig, Cell
 from .methods import check_available, resolve
 from .results import append_record, finished_keys, repair

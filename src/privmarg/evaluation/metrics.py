@@ -21,9 +21,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..dataset import Dataset
-from ..domain import Domain
-from ..workload import Workload, all_kway
+from ..data import Dataset
+from ..core import Domain
+from ..core import Workload, all_kway
 
 __all__ = [
     "embed",

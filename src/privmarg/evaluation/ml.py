@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..dataset import Dataset
+from ..data import Dataset
 
 DEFAULT_MODELS = ("gbdt", "rf", "mlp", "xgboost", "catboost")
 _OPTIONAL = {"xgboost": "xgboost", "catboost": "catboost"}

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..dataset import Dataset
-from ..workload import all_kway
+from ..data import Dataset
+from ..core import all_kway
 from .metrics import (
     conditional_query_error,
     counting_query_error,

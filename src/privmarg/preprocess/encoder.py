@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..dataset import DataError, Dataset
-from ..domain import Domain
+from ..data import ColumnCounts, DataError, Dataset
+from ..measure import MeasurementSession
+from ..core import Domain
 from ..privacy import Accountant, BudgetExceededError
 from ..schema import ColumnSpec, Schema, as_schema, value_key
 from ..schema.model import DATETIME_UNITS
@@ -133,12 +134,14 @@ class TableEncoder:
                 prepared = self._prepare(df)  # every check before the first charge
         rho_col = rho_budget / len(dp_cols) if dp_cols else 0.0
         spent0 = accountant.rho_spent if accountant is not None else 0.0
+        session = None
+        if dp_cols:  # the DP steps read the prepared columns through a session, charged
+            session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False)
         codecs = []
         for col in self.schema:
             if col.numeric:
                 if col.dp_step == "privtree":
-                    x = prepared[col.name]
-                    edges = privtree_edges(accountant, x[~np.isnan(x)], col, rho_col, rng)
+                    edges = privtree_edges(session, col.name, col, rho_col)
                 else:
                     edges = uniform_edges(col)
                 codecs.append(ColumnCodec(col, edges=edges))
@@ -146,8 +149,8 @@ class TableEncoder:
             k = col.base_size
             group = np.array([], dtype=np.int64)
             if col.dp_step == "merge":
-                group = rare_categories(accountant, prepared[col.name], k, rho_col, rng,
-                                        threshold=self.rare_threshold, what=f"rare-category counts {col.name}")
+                group = rare_categories(session, col.name, k, rho_col, threshold=self.rare_threshold,
+                                        what=f"rare-category counts {col.name}")
             in_group = np.zeros(k, dtype=bool)
             in_group[group] = True
             kept = np.flatnonzero(~in_group)

@@ -4,7 +4,8 @@ Every access to private data goes through a primitive in :mod:`.primitives`, whi
 cost to an :class:`Accountant` before releasing anything (SPEC §1).
 """
 
-from .accountant import Accountant, BudgetExceededError, Charge
+from .accountant import Accountant, BudgetExceededError, Charge, recompute_rho
+from .calibrate import RoundPlan, even_epsilon, even_sigma, preprocess_budget, round_plan
 from .conversions import cdp_delta, cdp_eps, cdp_rho, simple_delta, simple_eps, simple_rho
 from .primitives import (
     exponential_epsilon,
@@ -23,6 +24,12 @@ __all__ = [
     "Accountant",
     "BudgetExceededError",
     "Charge",
+    "RoundPlan",
+    "even_epsilon",
+    "even_sigma",
+    "preprocess_budget",
+    "recompute_rho",
+    "round_plan",
     "cdp_delta",
     "cdp_eps",
     "cdp_rho",

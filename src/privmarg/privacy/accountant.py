@@ -18,7 +18,7 @@ import numpy as np
 from .conversions import _check_delta, _check_eps, cdp_eps, cdp_rho
 from .sensitivity import check_neighbour
 
-__all__ = ["BudgetExceededError", "Charge", "Accountant"]
+__all__ = ["BudgetExceededError", "Charge", "Accountant", "recompute_rho"]
 
 _REL_TOL = 1e-9
 _RESERVED = ("what", "mechanism", "rho")
@@ -60,12 +60,43 @@ class Charge:
     rho: float
     params: dict = field(default_factory=dict)
 
+    def recompute(self) -> float:
+        """``rho`` recomputed from the calibration in ``params`` alone (independent of :attr:`rho`).
+
+        Raises ``ValueError`` for a mechanism whose cost cannot be derived from its parameters, or
+        when PrivTree's parameters are inconsistent with one another.
+        """
+        return recompute_rho(self.to_dict())
+
     def to_dict(self) -> dict:
         """Flat JSON-serialisable dict ``{"what", "mechanism", "rho", **params}``."""
         out = {"what": str(self.what), "mechanism": str(self.mechanism), "rho": float(self.rho)}
         for k, v in self.params.items():
             out[str(k)] = _jsonable(v)
         return out
+
+
+def recompute_rho(entry: dict) -> float:
+    """zCDP cost of one ledger entry (as in a JSON report) from its calibration parameters."""
+    mech = entry["mechanism"]
+    if mech == "gaussian":
+        return entry["l2_sensitivity"] ** 2 / (2.0 * entry["sigma"] ** 2)
+    if mech == "exponential":
+        return entry["epsilon"] ** 2 / 8.0
+    if mech == "laplace":
+        eps = entry["l1_sensitivity"] / entry["scale"] if entry["l1_sensitivity"] else 0.0
+        return eps**2 / 2.0
+    if mech == "gumbel_top_q":
+        return entry["q"] * entry["sensitivity"] ** 2 / (2.0 * entry["beta"] ** 2)
+    if mech == "privtree":
+        # the Laplace scale determines epsilon: λ = group·(2β−1)/((β−1)ε)
+        fan = entry["fanout"]
+        eps = entry["group"] * (2 * fan - 1) / ((fan - 1) * entry["scale"])
+        if not math.isclose(eps, entry["epsilon"], rel_tol=1e-9) or \
+                not math.isclose(entry["bias"], entry["scale"] * math.log(fan), rel_tol=1e-9):
+            raise ValueError(f"inconsistent PrivTree calibration in {entry.get('what')!r}")
+        return eps**2 / 2.0
+    raise ValueError(f"cannot recompute the cost of mechanism {mech!r}")
 
 
 class Accountant:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..dataset import DataError
+from ..data import DataError
 from .model import DEFAULT_BINS
 
 __all__ = ["DRAFT_WARNING", "draft_schema"]

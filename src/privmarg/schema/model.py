@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..dataset import DataError
-from ..domain import Domain
+from ..data import DataError
+from ..core import Domain
 
 __all__ = [
     "TYPES", "BINNINGS", "DEFAULT_BINS", "MAX_COLUMN_VALUES", "MAX_MARGINAL_CELLS",

@@ -1,0 +1,52 @@
+"""``privmarg bench CONFIG.yaml [--workers N] [--dry-run] [--summary-only]``"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .common import err, fail as _fail
+
+
+def bench_cmd(
+    config: Path = typer.Argument(..., help="benchmark YAML (methods x datasets x epsilons x seeds)"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="override the config's workers"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="list the cells and whether each is finished"),
+    summary_only: bool = typer.Option(False, "--summary-only", help="only (re)write the summary and figure"),
+) -> None:
+    """Run a benchmark sweep; resumable (finished cells in OUTPUT/results.jsonl are skipped)."""
+    from ..benchmark import ConfigError, load_config, run_benchmark, write_summary
+    from ..benchmark.runner import cell_table
+
+    try:
+        cfg = load_config(config)
+        if workers is not None and workers < 1:
+            raise ConfigError("--workers must be >= 1")
+    except (ConfigError, OSError) as e:
+        _fail(str(e))
+    except Exception as e:  # YAML syntax errors and the like
+        _fail(f"{config}: {type(e).__name__}: {e}")
+    if dry_run:
+        rows = cell_table(cfg)
+        for r in rows:
+            state = "done" if r["done"] else ("skip" if r["skip"] else "todo")
+            typer.echo(f"{state}  {r['key']}" + (f"  ({r['skip']})" if r["skip"] and not r["done"] else ""))
+        typer.echo(f"{sum(r['done'] for r in rows)}/{len(rows)} finished; results: {cfg.results_path}")
+        return
+    if summary_only:
+        for p in write_summary(cfg):
+            err.print(f"wrote {p}")
+        return
+    outcome = run_benchmark(cfg, workers=workers, console=err)
+    err.print(f"finished {outcome.finished} cell(s) this run; {outcome.already_done} were already done"
+              + (f"; skipped methods: {', '.join(outcome.skipped)}" if outcome.skipped else ""))
+    if outcome.interrupted:
+        raise typer.Exit(130)
+    if not outcome.complete:
+        raise typer.Exit(1)
+
+
+def register(app) -> None:
+    app.command("bench")(bench_cmd)

@@ -1,0 +1,174 @@
+"""``privmarg evaluate REAL SYNTH (--domain D | --schema S) [--test T --target COL] --output report.html|report.json``"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .common import err, fail
+
+ML_DEFAULT = "gbdt,rf,mlp,xgboost,catboost"
+
+
+def _fail(msg: str) -> None:
+    fail(" ".join(str(msg).split()))
+
+
+def _csv(s: Optional[str]) -> list[str] | None:
+    if s is None:
+        return None
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def _read_run_report(path: Path, dp_grid: bool) -> tuple[dict, list | None, str | None]:
+    """(run facts, its released error bounds or None, a note why they are not checked) from a synth report."""
+    with open(path) as fh:
+        rep = json.load(fh)
+    run = {k: rep[k] for k in ("method", "seconds", "fit_seconds", "peak_memory_mb", "rows") if k in rep}
+    for k in ("epsilon", "delta", "neighbour", "rho_spent"):
+        if k in (rep.get("privacy") or {}):
+            run[k] = rep["privacy"][k]
+    bounds, note = rep.get("error_bounds"), None
+    if bounds and dp_grid:
+        # the bounds are on the run's own (DP-fitted) bins and merged categories, not on the
+        # public grid the tables are compared on here: checking them would mislead
+        note = ("error bounds of the run not checked: its schema fits bins or merges "
+                "categories under DP, and they were released on that grid, not the public one")
+        bounds = None
+    return run, bounds, note
+
+
+def evaluate_cmd(
+    real: Path = typer.Argument(..., help="the real (training) table: CSV or Parquet, integer codes (--domain) "
+                                          "or raw values (--schema)"),
+    synth: Path = typer.Argument(..., help="the synthetic table, same columns"),
+    domain: Optional[Path] = typer.Option(None, "--domain", help='JSON {"column": size, ...}'),
+    schema: Optional[Path] = typer.Option(None, "--schema",
+                                          help="public schema for raw tables (JSON/YAML): tables are encoded on "
+                                               "its grid, PrivTree bins replaced by uniform ones, no rare merging"),
+    test: Optional[Path] = typer.Option(None, "--test", help="held-out real test table (ML efficacy)"),
+    target: Optional[str] = typer.Option(None, "--target", help="column to predict (with --test)"),
+    output: Path = typer.Option(..., "--output", "-o",
+                                help="report.html (also writes report.json beside it) or report.json"),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="comma-separated subset (default: all)"),
+    numeric: Optional[str] = typer.Option(None, "--numeric", help="columns that get range queries (comma-separated)"),
+    ml_models: str = typer.Option(ML_DEFAULT, "--ml-models", help="comma-separated; missing packages are skipped"),
+    task: str = typer.Option("auto", "--task", help="auto, classification or regression"),
+    run_report: Optional[Path] = typer.Option(None, "--run-report",
+                                              help="JSON report of the run that made SYNTH (privmarg synth --report): "
+                                                   "its wall time and peak memory go into the report"),
+    seed: int = typer.Option(0, "--seed", help="seed of the random queries and models"),
+    title: Optional[str] = typer.Option(None, "--title", help="page title"),
+    drop_unknown: bool = typer.Option(False, "--drop-unknown",
+                                      help="ignore table columns the domain/schema does not name"),
+) -> None:
+    """Compare SYNTH with REAL: every metric, JSON and a self-contained HTML report with plots."""
+    from ..data import DataError, Dataset, read_table
+    from ..core import Domain
+    from ..io import _atomic, write_json
+    from ..preprocess import TableEncoder
+    from ..schema import Schema
+    from ..evaluation.report import ALL_METRICS, evaluate, render_html
+
+    t0 = time.perf_counter()
+    try:
+        if (domain is None) == (schema is None):
+            raise ValueError("give either --domain DOMAIN.json (integer-coded tables) or --schema SCHEMA.json "
+                             "(raw tables)")
+        if (test is None) != (target is None):
+            raise ValueError("--test and --target go together")
+        suffix = output.name.lower()
+        if not suffix.endswith((".html", ".htm", ".json")):
+            raise ValueError(f"{output}: --output must end in .html or .json")
+        if not suffix.endswith(".json") and importlib.util.find_spec("matplotlib") is None:
+            raise ValueError("the HTML report needs matplotlib (pip install matplotlib); "
+                             "or write --output report.json")
+        wanted = _csv(metrics)
+        if wanted is not None:
+            bad = set(wanted) - set(ALL_METRICS)
+            if bad:
+                raise ValueError(f"unknown metric(s) {sorted(bad)}: choose from {', '.join(ALL_METRICS)}")
+        encoder = None
+        if schema is not None:
+            # evaluation reads the real table directly (the report is for the curator, not for
+            # release), so the grid must not depend on it: the schema's public encoding
+            sch_raw = Schema.load(schema)
+            sch = sch_raw.public_encoding()
+            encoder = TableEncoder(sch, drop_unknown=drop_unknown).fit()
+            dom = encoder.domain
+        else:
+            dom = Domain.from_json(domain)
+        if target is not None and target not in dom:
+            raise ValueError(f"--target {target!r} is not a column of the " + ("schema" if schema else "domain"))
+        num = _csv(numeric)
+        if num is None:  # with a schema, range queries go to its numeric columns by default
+            # (not columns with a missing code: it sits after the top bin, not on the number line)
+            num = [c.name for c in sch if c.numeric and not c.missing] if encoder is not None else []
+        dom.canonical(num)
+        models = _csv(ml_models) or []
+        from ..evaluation.ml import available_models
+
+        available_models(models)  # unknown names fail here, before any work
+        run, run_bounds, bounds_note = (_read_run_report(run_report, dp_grid=encoder is not None and sch_raw.needs_dp)
+                                        if run_report is not None else (None, None, None))
+        clipped: dict[str, dict[str, int]] = {}
+
+        def load(path: Path, what: str) -> Dataset:
+            try:
+                if encoder is not None:
+                    n_out: dict[str, int] = {}
+                    coded = encoder.encode(read_table(path), clipped=n_out)
+                    if n_out:  # encoding clips them to the bounds: say so, a broken table should show
+                        clipped[what] = n_out
+                        err.print(f"warning: {what} table: values outside the schema's bounds, clipped: "
+                                  + ", ".join(f"{c} {n}" for c, n in n_out.items()), highlight=False)
+                    return coded
+                return Dataset.from_frame(read_table(path), dom, drop_unknown=drop_unknown)
+            except DataError as e:
+                msg = str(e)
+                raise DataError(msg if str(path) in msg else f"{what} table {path}: {msg}") from None
+
+        real_d = load(real, "real")
+        synth_d = load(synth, "synthetic")
+        test_d = load(test, "test") if test is not None else None
+    except (ValueError, KeyError, DataError, OSError) as e:
+        msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+        _fail(msg)
+
+    with err.status("computing metrics..."):
+        result = evaluate(real_d, synth_d, test=test_d, target=target, metrics=wanted, seed=seed, numeric=num,
+                          ml_models=models, ml_task=task)
+    if run:
+        result["run"] = run
+    if run_bounds:  # the run released bounds on its own error: show them against the truth
+        from ..evaluation.report import check_error_bounds
+
+        result["error_bounds"] = check_error_bounds(real_d, synth_d, run_bounds)
+    if clipped:
+        result["clipped_values"] = clipped
+    if bounds_note:
+        result["error_bounds_note"] = bounds_note
+        err.print(bounds_note, highlight=False)
+    result["sources"] = {"real": str(real), "synthetic": str(synth),
+                         **({"schema": str(schema)} if schema is not None else {"domain": str(domain)}),
+                         **({"test": str(test), "target": target} if test is not None else {})}
+    result["evaluation_seconds"] = time.perf_counter() - t0
+    json_path = output if suffix.endswith(".json") else output.with_suffix(".json")
+    if not suffix.endswith(".json"):
+        with err.status("drawing plots..."):
+            page = render_html(result, real_d, synth_d, title=title or f"{synth.name} vs {real.name}",
+                               sources=result["sources"])
+        _atomic(output, lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
+    write_json(result, json_path)
+    shown = {k: result[k] for k in ("tv_2way", "sw1_2way", "workload_error_3way", "covariance_error") if k in result}
+    err.print(", ".join(f"{k} {v:.4g}" for k, v in shown.items()))
+    err.print(f"wrote {output}" + ("" if json_path == output else f" and {json_path}"))
+
+
+def register(app) -> None:
+    app.command("evaluate")(evaluate_cmd)

@@ -1,0 +1,315 @@
+"""A Markov random field on a junction tree: belief propagation, marginal queries, sampling.
+
+Potentials live in log space, one table per maximal clique (attributes in canonical domain order).
+Everything here is post-processing of released measurements: no privacy cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ...core import Domain
+from .junction_tree import JunctionTree
+
+
+def broadcast_shape(domain: Domain, attrs: Sequence[str], target: Sequence[str]) -> tuple[int, ...]:
+    """Shape that lets a table over ``attrs`` broadcast against one over ``target`` (both canonical)."""
+    s = set(attrs)
+    return tuple(domain[a] if a in s else 1 for a in target)
+
+
+def sum_axes(attrs: Sequence[str], target: Sequence[str]) -> tuple[int, ...]:
+    """Axes of a table over ``target`` to sum out to get one over ``attrs``."""
+    s = set(attrs)
+    return tuple(i for i, a in enumerate(target) if a not in s)
+
+
+class _Plan:
+    """Precomputed message shapes of one junction tree."""
+
+    def __init__(self, tree: JunctionTree):
+        d = tree.domain
+        self.tree = tree
+        self.shapes = [d.sizes(c) for c in tree.cliques]
+        self.children: list[list[int]] = [[] for _ in tree.cliques]
+        self.edges = tree.edges
+        self.child_axes, self.in_parent, self.parent_axes, self.in_child, self.seps = {}, {}, {}, {}, {}
+        for p, c in tree.edges:
+            self.children[p].append(c)
+            sep = tuple(a for a in tree.cliques[c] if a in set(tree.cliques[p]))
+            self.seps[c] = sep
+            self.child_axes[c] = sum_axes(sep, tree.cliques[c])
+            self.parent_axes[c] = sum_axes(sep, tree.cliques[p])
+            self.in_parent[c] = broadcast_shape(d, sep, tree.cliques[p])
+            self.in_child[c] = broadcast_shape(d, sep, tree.cliques[c])
+        self.bfs = [0] + [c for _, c in tree.edges]
+
+
+def belief_propagation(plan: _Plan, theta: list[np.ndarray], total: float, out: list[np.ndarray] | None = None):
+    """Calibrate the tree (Hugin-style, log space). Returns (marginals scaled to ``total``, log Z, log beliefs).
+
+    ``out``: arrays (one per clique) to write the marginals into, e.g. views of one flat buffer.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _bp(plan, theta, total, out)
+
+
+def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
+    n = len(theta)
+    b = list(theta)
+    up: list[np.ndarray | None] = [None] * n
+    up_inf = [False] * n
+    for p, c in reversed(plan.edges):
+        # one scalar shift per clique: separator values e^-700 below the clique's mode underflow to
+        # -inf (probability 0), which is harmless and saves a pass per message
+        bc = b[c]
+        m = bc.max()
+        if not np.isfinite(m):
+            raise FloatingPointError("the model puts zero mass everywhere (contradictory structural zeros?)")
+        ax = plan.child_axes[c]
+        msg = (np.log(np.exp(bc - m).sum(axis=ax)) if ax else bc.copy()) + m
+        up_inf[c] = not np.isfinite(msg).all()
+        msg = msg.reshape(plan.in_parent[c])
+        up[c] = msg
+        b[p] = b[p] + msg
+    mu: list[np.ndarray | None] = [None] * n
+    mx = [0.0] * n
+    log_z = None
+    for i in plan.bfs:
+        bi = b[i]
+        m = float(np.max(bi))
+        if not np.isfinite(m):
+            raise FloatingPointError("the model puts zero mass everywhere (contradictory structural zeros?)")
+        e = np.exp(bi - m)
+        if log_z is None:
+            log_z = float(np.log(e.sum()) + m)
+        mx[i] = m
+        mu[i] = e
+        for c in plan.children[i]:
+            ax = plan.parent_axes[c]
+            sep = (np.log(e.sum(axis=ax)) if ax else np.log(e)) + m
+            upc = up[c].reshape(plan.in_child[c])
+            down = sep.reshape(plan.in_child[c]) - upc
+            if up_inf[c]:  # -inf - -inf on zero-mass separator cells
+                down = np.where(np.isneginf(upc), -np.inf, down)
+            b[c] = b[c] + down
+    for i in range(n):
+        scale = np.exp(mx[i] - log_z) * total
+        mu[i] = np.multiply(mu[i], scale, out=out[i]) if out is not None else mu[i] * scale
+    return mu, log_z, b
+
+
+class GraphicalModel:
+    """A fitted model: junction tree, log potentials per maximal clique, total record count.
+
+    ``project(attrs)`` gives the model's marginal (counts summing to ``total``) on any attribute set;
+    ``synthetic_data(rows, rng)`` draws records by randomized rounding.
+    """
+
+    def __init__(self, domain: Domain, tree: JunctionTree, theta: list[np.ndarray], total: float,
+                 plan: _Plan | None = None, marginals: list[np.ndarray] | None = None):
+        self.domain = domain
+        self.tree = tree
+        self.theta = theta
+        self.total = float(total)
+        self._plan = plan or _Plan(tree)
+        if marginals is None:
+            marginals, _, _ = belief_propagation(self._plan, theta, self.total)
+        self.marginals = marginals
+        self._cache: dict[tuple[str, ...], np.ndarray] = {}
+        self._clique_sets = [frozenset(c) for c in tree.cliques]
+
+    def clear_cache(self) -> None:
+        """Forget cached projections (they can hold far more memory than the model)."""
+        self._cache = {}
+
+    @property
+    def cliques(self) -> list[tuple[str, ...]]:
+        return self.tree.cliques
+
+    def size_mb(self) -> float:
+        return self.tree.size_mb()
+
+    # marginal queries --------------------------------------------------------------------
+    def project(self, attrs: Iterable[str]) -> np.ndarray:
+        """Model marginal on ``attrs`` as counts (flat, row-major in the order given, sums to ``total``)."""
+        attrs = tuple(attrs)
+        canon = self.domain.canonical(attrs)
+        if canon != attrs:
+            if len(canon) != len(attrs):
+                raise ValueError(f"repeated attribute in {attrs}")
+            arr = self.project(canon).reshape(self.domain.sizes(canon))
+            return np.ascontiguousarray(arr.transpose([canon.index(a) for a in attrs])).ravel()
+        hit = self._cache.get(attrs)
+        if hit is not None:
+            return hit
+        if not attrs:
+            return np.array([self.total])
+        s = frozenset(attrs)
+        best = None
+        for i, c in enumerate(self._clique_sets):
+            if s <= c and (best is None or self.marginals[i].size < self.marginals[best].size):
+                best = i
+        if best is not None:
+            ax = sum_axes(attrs, self.tree.cliques[best])
+            out = self.marginals[best].sum(axis=ax) if ax else self.marginals[best]
+            out = np.ascontiguousarray(out).ravel()
+        else:
+            out = self._eliminate(attrs)
+        if len(self._cache) < 20000:
+            self._cache[attrs] = out
+        return out
+
+    def _subtree(self, attrs: tuple[str, ...]) -> tuple[list[int], list[tuple[int, int]]]:
+        """Cliques and edges of a small subtree whose cliques cover ``attrs``."""
+        need = set(attrs)
+        chosen: list[int] = []
+        while need:
+            i = max(range(len(self._clique_sets)),
+                    key=lambda j: (len(need & self._clique_sets[j]), -self.marginals[j].size))
+            chosen.append(i)
+            need -= self._clique_sets[i]
+        parent = {c: p for p, c in self.tree.edges}
+        # union of root paths, then drop the part above the lowest common ancestor
+        paths = []
+        for i in chosen:
+            path = [i]
+            while path[-1] in parent:
+                path.append(parent[path[-1]])
+            paths.append(path[::-1])  # root ... i
+        common = 0
+        while all(len(p) > common for p in paths) and len({p[common] for p in paths}) == 1:
+            common += 1
+        nodes = {paths[0][common - 1]}
+        for p in paths:
+            nodes.update(p[common:])
+        edges = [(p, c) for p, c in self.tree.edges if p in nodes and c in nodes]
+        return sorted(nodes), edges
+
+    def _eliminate(self, attrs: tuple[str, ...]) -> np.ndarray:
+        """Variable elimination on clique marginals / separator marginals of a covering subtree."""
+        d = self.domain
+        nodes, edges = self._subtree(attrs)
+        cl = self.tree.cliques
+        has_parent = {c for _, c in edges}
+        factors: list[tuple[tuple[str, ...], np.ndarray]] = []
+        for i in nodes:
+            mu = self.marginals[i] / self.total
+            if i in has_parent:
+                p = next(p for p, c in edges if c == i)
+                sep = tuple(a for a in cl[i] if a in set(cl[p]))
+                ax = sum_axes(sep, cl[i])
+                ms = mu.sum(axis=ax, keepdims=True)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    mu = np.where(ms > 0, mu / ms, 0.0)
+            factors.append((cl[i], mu))
+        keep = set(attrs)
+        elim = set().union(*(set(f[0]) for f in factors)) - keep
+        while elim:
+            # greedy: eliminate the variable whose combined factor is smallest
+            def cost(v):
+                u = set().union(*(set(f[0]) for f in factors if v in f[0]))
+                return d.size(u)
+            v = min(sorted(elim, key=d.attrs.index), key=cost)
+            use = [f for f in factors if v in f[0]]
+            factors = [f for f in factors if v not in f[0]]
+            union = d.canonical(set().union(*(set(f[0]) for f in use)))
+            out_attrs = tuple(a for a in union if a != v)
+            factors.append((out_attrs, _einsum(use, out_attrs, d)))
+            elim.discard(v)
+        res = _einsum(factors, attrs, d)
+        res = np.ascontiguousarray(res).ravel()
+        s = res.sum()
+        return res * (self.total / s) if s > 0 else res
+
+
+    # sampling -----------------------------------------------------------------------------
+    def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+        """``rows`` records by randomized rounding (see :meth:`synthetic_data`)."""
+        return self.synthetic_data(rows, rng)
+
+    def synthetic_data(self, rows: int | None = None, rng: np.random.Generator | None = None,
+                       method: str = "round") -> np.ndarray:
+        """Records (n x d integer codes) by randomized rounding along the reversed elimination order.
+
+        ``method="round"`` makes every maximal clique's counts match the model within rounding;
+        ``"sample"`` draws i.i.d. from the model's conditionals instead.
+        """
+        rng = rng if rng is not None else np.random.default_rng()
+        n = int(self.total) if rows is None else int(rows)
+        if n < 0:
+            raise ValueError("rows must be non-negative")
+        d = self.domain
+        out = np.zeros((n, len(d)), dtype=np.int64)
+        if n == 0:
+            return out
+        col = {a: i for i, a in enumerate(d.attrs)}
+        used: list[str] = []
+        for a in reversed(self.tree.order):
+            nbrs = set().union(*(c for c in self._clique_sets if a in c))
+            par = [u for u in d.attrs if u in nbrs and u in used]
+            used.append(a)
+            k = d[a]
+            if not par:
+                counts = self.project([a]).reshape(1, k)
+                group = np.zeros(n, dtype=np.int64)
+            else:
+                counts = self.project(par + [a]).reshape(-1, k)  # rows: par values, row-major
+                group = np.ravel_multi_index(tuple(out[:, col[u]] for u in par), d.sizes(par))
+            out[:, col[a]] = _fill_groups(counts, group, rng, method)
+        return out
+
+
+def _einsum(factors, out_attrs, domain: Domain) -> np.ndarray:
+    letters = {}
+    ops = []
+    for attrs, arr in factors:
+        ops.append(arr)
+        ops.append([letters.setdefault(a, len(letters)) for a in attrs])
+    out = [letters.setdefault(a, len(letters)) for a in out_attrs]
+    res = np.einsum(*ops, out, optimize=len(factors) > 2)
+    return res.reshape(domain.sizes(out_attrs)) if out_attrs else res
+
+
+def _fill_groups(counts: np.ndarray, group: np.ndarray, rng: np.random.Generator, method: str) -> np.ndarray:
+    """Assign a value to every row so that each group's values follow its row of ``counts``.
+
+    ``counts`` is (groups x values); ``group`` the group of each row. Rounding: scale a row to the
+    group size g, take floors, and hand the g - sum(floors) leftovers to cells drawn without
+    replacement with probability proportional to the fractional parts (Gumbel top-k, vectorized).
+    """
+    n = group.size
+    G, k = counts.shape
+    sizes = np.bincount(group, minlength=G)
+    counts = np.clip(counts, 0, None)
+    rs = counts.sum(axis=1, keepdims=True)
+    probs = np.where(rs > 0, counts / np.where(rs > 0, rs, 1), 1.0 / k)
+    if method == "sample":
+        cdf = np.cumsum(probs, axis=1)
+        u = rng.random(n)
+        vals = (u[:, None] > cdf[group]).sum(axis=1)
+        return np.minimum(vals, k - 1)
+    if method != "round":
+        raise ValueError("method must be 'round' or 'sample'")
+    target = probs * sizes[:, None]
+    integ = np.floor(target).astype(np.int64)
+    frac = target - integ
+    extra = sizes - integ.sum(axis=1)
+    if np.any(extra > 0):
+        # cells with zero fractional part but positive probability get a tiny key, impossible cells -inf
+        with np.errstate(divide="ignore"):
+            keys = np.log(frac + 1e-300 * (probs > 0)) - np.log(-np.log(rng.random(frac.shape)))
+        rank = np.argsort(np.argsort(-keys, axis=1, kind="stable"), axis=1, kind="stable")
+        integ += (rank < extra[:, None]).astype(np.int64)
+    for g in np.flatnonzero(integ.sum(axis=1) != sizes):  # floating-point leftovers: rare, tiny
+        diff = sizes[g] - integ[g].sum()
+        integ[g, np.argmax(integ[g] if diff < 0 else probs[g])] += diff
+    # rows of each group get that group's multiset of values, in random order
+    perm = rng.permutation(n)
+    order = perm[np.argsort(group[perm], kind="stable")]
+    values = np.repeat(np.tile(np.arange(k), G), integ.ravel())
+    out = np.empty(n, dtype=np.int64)
+    out[order] = values
+    return out

@@ -1,0 +1,171 @@
+"""Junction trees over attribute cliques (greedy elimination, maximal cliques, spanning tree).
+
+Cliques are handled as integer bit masks over the domain's attributes: AIM asks for the size of
+hundreds of hypothetical models per round, so this must stay cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ...core import Domain
+
+MB = 2**20
+
+
+class _Masks:
+    """Bit-mask helpers for one domain (cell counts cached per mask)."""
+
+    def __init__(self, domain: Domain):
+        self.domain = domain
+        self.index = {a: i for i, a in enumerate(domain.attrs)}
+        self.sizes = domain.shape
+        self._cells: dict[int, int] = {0: 1}
+
+    def mask(self, attrs: Iterable[str]) -> int:
+        m = 0
+        for a in attrs:
+            m |= 1 << self.index[a]
+        return m
+
+    def attrs(self, mask: int) -> tuple[str, ...]:
+        return tuple(a for i, a in enumerate(self.domain.attrs) if mask >> i & 1)
+
+    def cells(self, mask: int) -> int:
+        c = self._cells.get(mask)
+        if c is None:
+            c = 1
+            m, i = mask, 0
+            while m:
+                if m & 1:
+                    c *= self.sizes[i]
+                m >>= 1
+                i += 1
+            self._cells[mask] = c
+        return c
+
+
+_MASKS: dict[Domain, _Masks] = {}
+
+
+def _masks(domain: Domain) -> _Masks:
+    m = _MASKS.get(domain)
+    if m is None:
+        if len(_MASKS) > 64:
+            _MASKS.clear()
+        m = _MASKS[domain] = _Masks(domain)
+    return m
+
+
+def _eliminate(masks: _Masks, cliques: list[int]) -> tuple[list[int], list[int]]:
+    """Greedy elimination (SPEC §3.3 step 2). Returns (order as attribute indices, elimination cliques)."""
+    K = list(dict.fromkeys(c for c in cliques if c))
+    unmarked = list(range(len(masks.sizes)))
+    order: list[int] = []
+    elim_cliques: list[int] = []
+    for _ in range(len(unmarked)):
+        best_cost, best, best_union = None, None, 0
+        for a in unmarked:
+            bit = 1 << a
+            union = 0
+            for c in K:
+                if c & bit:
+                    union |= c
+            cost = masks.cells(union) if union else 1
+            if best_cost is None or cost < best_cost:
+                best_cost, best, best_union = cost, a, union
+        bit = 1 << best
+        unmarked.remove(best)
+        order.append(best)
+        elim_cliques.append(best_union | bit)
+        rest = best_union & ~bit
+        K = [c for c in K if not c & bit]
+        if rest and rest not in K:
+            K.append(rest)
+    return order, elim_cliques
+
+
+def _maximal(cliques: list[int]) -> list[int]:
+    uniq = sorted(set(cliques), key=lambda m: -bin(m).count("1"))
+    out: list[int] = []
+    for c in uniq:
+        if not any(c & o == c for o in out):
+            out.append(c)
+    return out
+
+
+def model_size_mb(domain: Domain, cliques: Iterable[Sequence[str]]) -> float:
+    """JT-SIZE (SPEC §3.4): megabytes (2**20 bytes) of float64 tables of the junction tree's maximal cliques."""
+    masks = _masks(domain)
+    _, elim = _eliminate(masks, [masks.mask(c) for c in cliques])
+    return 8.0 * sum(masks.cells(c) for c in _maximal(elim)) / MB
+
+
+@dataclass
+class JunctionTree:
+    """Maximal cliques (canonical attribute tuples), tree edges and elimination order."""
+
+    domain: Domain
+    cliques: list[tuple[str, ...]]
+    edges: list[tuple[int, int]]  # (parent, child) with clique 0 as root, in BFS order
+    order: list[str]  # elimination order
+
+    @classmethod
+    def build(cls, domain: Domain, cliques: Iterable[Sequence[str]]) -> "JunctionTree":
+        masks = _masks(domain)
+        order_idx, elim = _eliminate(masks, [masks.mask(c) for c in cliques])
+        maximal = _maximal(elim)
+        # keep a deterministic order: largest first, then by attribute bits
+        maximal.sort(key=lambda m: (-masks.cells(m), m))
+        n = len(maximal)
+        # maximum spanning tree on |Ci ∩ Cj| (+1 so that the result is connected: empty separators ok)
+        pairs = sorted(
+            ((bin(maximal[i] & maximal[j]).count("1"), i, j) for i in range(n) for j in range(i + 1, n)),
+            key=lambda t: (-t[0], t[1], t[2]),
+        )
+        parent = list(range(n))
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        adj: list[list[int]] = [[] for _ in range(n)]
+        for _, i, j in pairs:
+            ri, rj = find(i), find(j)
+            if ri != rj:
+                parent[ri] = rj
+                adj[i].append(j)
+                adj[j].append(i)
+        # BFS from the root
+        edges: list[tuple[int, int]] = []
+        seen = {0}
+        queue = [0]
+        for u in queue:
+            for v in sorted(adj[u]):
+                if v not in seen:
+                    seen.add(v)
+                    edges.append((u, v))
+                    queue.append(v)
+        return cls(
+            domain=domain,
+            cliques=[masks.attrs(m) for m in maximal],
+            edges=edges,
+            order=[domain.attrs[i] for i in order_idx],
+        )
+
+    def size_mb(self) -> float:
+        return 8.0 * sum(self.domain.size(c) for c in self.cliques) / MB
+
+    def find_clique(self, attrs: Iterable[str]) -> int | None:
+        """Index of the smallest maximal clique containing ``attrs`` (None if none does)."""
+        s = set(attrs)
+        best, best_size = None, None
+        for i, c in enumerate(self.cliques):
+            if s <= set(c):
+                n = self.domain.size(c)
+                if best is None or n < best_size:
+                    best, best_size = i, n
+        return best

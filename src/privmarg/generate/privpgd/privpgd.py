@@ -1,0 +1,941 @@
+"""PrivPGD: private particle gradient descent (Donhauser et al. 2024; SPEC §8).
+
+A *generator*: it turns noisy marginals (any list of :class:`~privmarg.core.Measurement`)
+into records. It never touches private data, so everything here is post-processing.
+
+Pipeline (:meth:`PrivPGDGenerator.fit`):
+
+1. **Embedding** (§8.2). Value ``x`` of an attribute with ``k`` values sits at the bin centre
+   ``(2x+1)/(2k)`` of ``[0, 1]`` (the paper's ``(2x-1)/(2k)`` with 1-based ``x``).
+2. **Projection** (§8.3). Each signed noisy marginal ``v = y/N`` becomes a probability vector ``u``
+   on the grid of its cells, minimising a Monte-Carlo sliced W1 computed with the CDF identity
+   (valid for signed measures): ``u = softmax(eta)``, ``eta`` initialised at ``log(u0 + 1e-9)`` with
+   ``u0 = max(v, 0)/sum`` (clip and normalise), Adam + StepLR, fresh directions every iteration.
+   Marginals are projected in padded batches grouped by arity and size. Structural zeros get
+   weight exactly zero (their logits are masked out).
+3. **Quantisation** (§8.4). ``m`` particles per marginal: ``floor(m u_j)`` copies of cell ``j``,
+   leftovers drawn with replacement proportionally to ``u``. Stored as per-cell counts.
+4. **Particle gradient descent** (§8.5). ``m`` particles ``Z`` in ``[0,1]^d`` (i.i.d. uniform),
+   epochs over shuffled mini-batches of marginals; per marginal the squared sliced W2 to its
+   quantised target with fresh directions, through the sort-based closed form (gradient
+   ``2 (y_(k) - y'_(k)) theta`` at sorted rank ``k``, averaged over directions, times
+   ``grad_scale`` = 100 as in the reference), plus ``lambda * grad_scale * grad R(Z)`` for a
+   constraint ``R``. A uniformly random ``mask_rate`` share of the gradient entries is zeroed and
+   the step is SparseAdam's (only non-zero entries update their moments and values); with
+   ``mask_rate == 0`` the step is dense Adam. (The reference code never assigns the gradient
+   when masking is off, so its particles do not move; here they do.) ``Z`` is clamped to
+   ``[0,1]`` after each step; the learning rate decays by ``gamma`` every ``step`` epochs.
+5. **Finalisation** (§8.6). Every coordinate goes to its nearest bin centre (lower on ties).
+
+Hot loop: the argsort of ``B x L x m`` projections. On CPU it sorts packed 32-bit keys (value
+bucket | particle index) with numpy's SIMD sort, several times faster than ``torch.sort`` there;
+on CUDA it is ``torch.argsort``. Targets need no big sort: the quantised target is a weighted grid,
+so its sorted projection is the sorted projection of the (few) cells, each repeated by its count.
+The projection step sorts its grid cells once per direction set (fixed by default).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...core import Domain, Factor, Measurement, StructuralZero
+from ...core.measurement import estimate_total
+
+__all__ = [
+    "PrivPGDGenerator",
+    "resolve_device",
+    "bin_centres",
+    "embed_codes",
+    "nearest_codes",
+    "grid_centres",
+    "sliced_w1",
+    "project_signed_measures",
+    "quantise",
+    "sparse_adam_step",
+]
+
+Progress = Callable[[int, int, float], None]  # (epoch, epochs, loss)
+
+_BETAS = (0.9, 0.999)
+_ADAM_EPS = 1e-8
+
+
+# ----------------------------------------------------------------------------- small helpers
+def resolve_device(device: Any = None) -> torch.device:
+    """``None``/``"auto"``: CUDA when available, else CPU; otherwise ``torch.device(device)``."""
+    if device is None or (isinstance(device, str) and device == "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def bin_centres(k: int) -> np.ndarray:
+    """Centres ``(2x+1)/(2k)``, ``x = 0..k-1``, of ``k`` equal bins of ``[0, 1]``."""
+    return (2.0 * np.arange(k) + 1.0) / (2.0 * k)
+
+
+def embed_codes(codes: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """Embed integer codes (rows x attributes) into ``[0,1]^d`` (SPEC §8.2)."""
+    codes = np.asarray(codes)
+    k = np.asarray(shape, dtype=float)
+    return (2.0 * codes + 1.0) / (2.0 * k)
+
+
+def nearest_codes(Z: np.ndarray | torch.Tensor, shape: Sequence[int]) -> np.ndarray:
+    """Finalisation (§8.6): each coordinate to its nearest bin centre, the lower one on ties.
+
+    Centre ``j`` is nearest on ``(j/k, (j+1)/k)``; the boundary ``(j+1)/k`` is a tie and goes to ``j``,
+    i.e. ``code = clip(ceil(k z) - 1, 0, k-1)``.
+    """
+    if isinstance(Z, torch.Tensor):
+        Z = Z.detach().to("cpu", torch.float64).numpy()
+    Z = np.asarray(Z, dtype=np.float64)
+    k = np.asarray(shape, dtype=np.float64)
+    codes = np.ceil(Z * k) - 1.0
+    return np.clip(codes, 0, k - 1).astype(np.int64)
+
+
+def grid_centres(sizes: Sequence[int]) -> np.ndarray:
+    """Embedded cells of a marginal over attributes of these sizes: ``(prod sizes) x r``, row-major."""
+    axes = [bin_centres(k) for k in sizes]
+    mesh = np.meshgrid(*axes, indexing="ij")
+    return np.stack([a.ravel() for a in mesh], axis=-1)
+
+
+_POOL: Any = None
+
+
+def _keysort_rows(a: np.ndarray, out: np.ndarray) -> None:
+    """Row-wise argsort of ``a`` (2-D) into ``out`` (int64) by sorting packed 64-bit keys.
+
+    Key = order-preserving 32-bit image of the float32 value (high word) | column index (low
+    word), so one SIMD integer sort yields the permutation; ties (and float64 values equal in
+    float32) go by index. About 1.5–2× faster than ``np.argsort`` and 4–8× faster than
+    ``torch.sort`` on CPU.
+    """
+    rows, n = a.shape
+    b = np.ascontiguousarray(a, dtype=np.float32).view(np.int32)
+    keys = np.empty((rows, n), dtype=np.uint64)
+    words = keys.view(np.uint32).reshape(rows, n, 2)  # little endian: [..., 0] low word, [..., 1] high
+    # order-preserving image of the float: negatives flip all bits, positives flip the sign bit
+    np.bitwise_xor(b, (b >> 31) | np.int32(-(2**31)), out=words[..., 1].view(np.int32))
+    words[..., 0] = np.arange(n, dtype=np.uint32)
+    keys.sort(axis=-1)
+    out[...] = words[..., 0]
+
+
+def _argsort(x: torch.Tensor) -> torch.Tensor:
+    """Argsort along the last axis (int64): packed-key numpy sort on CPU, ``torch.argsort`` elsewhere.
+
+    On CPU with ``torch.get_num_threads() > 1`` the rows are split over a thread pool (numpy
+    releases the GIL while sorting).
+    """
+    if x.device.type != "cpu":
+        return torch.argsort(x, dim=-1)
+    global _POOL
+    a = x.detach().numpy()
+    n = a.shape[-1]
+    if n >= 2**32 or sys.byteorder != "little":  # pragma: no cover - keys hold 32-bit indices
+        return torch.from_numpy(np.argsort(a, axis=-1))
+    rows = a.reshape(-1, n)
+    out = np.empty(rows.shape, dtype=np.int64)
+    threads = torch.get_num_threads()
+    if threads > 1 and rows.size >= 1 << 20 and rows.shape[0] > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if _POOL is None or _POOL._max_workers != threads:
+            _POOL = ThreadPoolExecutor(threads)
+        bounds = np.linspace(0, rows.shape[0], min(threads, rows.shape[0]) + 1).astype(int)
+        list(_POOL.map(lambda ij: _keysort_rows(rows[ij[0]:ij[1]], out[ij[0]:ij[1]]),
+                       zip(bounds[:-1], bounds[1:])))
+    else:
+        _keysort_rows(rows, out)
+    return torch.from_numpy(out.reshape(a.shape))
+
+
+def _sort_rows(rows: np.ndarray) -> None:
+    """In-place row-wise sort of a 2-D array, rows split over a thread pool when torch uses threads."""
+    global _POOL
+    threads = torch.get_num_threads()
+    if threads > 1 and rows.size >= 1 << 20 and rows.shape[0] > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if _POOL is None or _POOL._max_workers != threads:
+            _POOL = ThreadPoolExecutor(threads)
+        bounds = np.linspace(0, rows.shape[0], min(threads, rows.shape[0]) + 1).astype(int)
+        list(_POOL.map(lambda ij: rows[ij[0]:ij[1]].sort(axis=-1), zip(bounds[:-1], bounds[1:])))
+    else:
+        rows.sort(axis=-1)
+
+
+def _argsort_bounded(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """Argsort along the last axis of ``x`` whose values lie in ``[lo, hi]`` (broadcast), up to order
+    within buckets of width ``(hi - lo) / 2^(31 - ceil(log2 n))``.
+
+    CPU: one 32-bit integer key per value, ``bucket << bits | index``, sorted by numpy's SIMD sort
+    (about 3× faster than the exact 64-bit key sort of :func:`_argsort`); values in one bucket keep
+    index order. For ``n = 50k`` particles a bucket is ``(hi - lo) / 32767``: far below the grid
+    spacing of any marginal, so the transport plan (hence the gradient) moves only where two
+    particles closer than that straddle a target cell boundary. Exact :func:`_argsort` when fewer
+    than 12 value bits are left (``n > 2^19``) or off the CPU (``torch.argsort``).
+    """
+    n = x.shape[-1]
+    ib = max(1, (n - 1).bit_length())
+    vb = 31 - ib
+    if x.device.type != "cpu" or vb < 12 or sys.byteorder != "little":
+        return _argsort(x)
+    top = float(2**vb - 1)
+    keys = (x - lo).mul_(top / (hi - lo).clamp_min(1e-30)).clamp_(0.0, top).to(torch.int32)
+    keys.bitwise_left_shift_(ib).bitwise_or_(torch.arange(n, dtype=torch.int32))
+    _sort_rows(keys.numpy().reshape(-1, n))
+    return keys.bitwise_and_((1 << ib) - 1).long()
+
+
+def _directions(shape: tuple[int, ...], gen: torch.Generator, device, dtype) -> torch.Tensor:
+    """Random unit directions (Gaussian, normalised with ``+1e-9`` as the reference), last axis = dim."""
+    th = torch.randn(shape, generator=gen, device=device, dtype=dtype)
+    return th / (th.norm(dim=-1, keepdim=True) + 1e-9)
+
+
+def _torch_seed(ss: np.random.SeedSequence) -> int:
+    return int(ss.generate_state(1, dtype=np.uint64)[0] & np.uint64(2**63 - 1))
+
+
+# ----------------------------------------------------------------------------- projection step
+def sliced_w1(u: torch.Tensor, v: torch.Tensor, centres: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
+    """Sliced W1 between (signed) measures ``u`` and ``v`` on the points ``centres`` (SPEC §8.3).
+
+    ``u``, ``v``: ``(..., n)``; ``centres``: ``(..., n, r)``; ``directions``: ``(..., L, r)`` unit
+    vectors. For each direction, with ``z = <c - 1/2, theta>`` sorted ascending,
+    ``W1 = sum_j |U_j - V_j| (z_(j+1) - z_(j))`` (CDF identity, extended to signed measures); the
+    result is the mean over directions, shape ``(...)``. Differentiable in ``u``.
+    """
+    z = torch.einsum("...nr,...lr->...ln", centres - 0.5, directions)
+    idx = torch.argsort(z, dim=-1)
+    zs = torch.gather(z, -1, idx)
+    gaps = zs.diff(dim=-1)
+    w = (u - v).unsqueeze(-2).expand(z.shape)
+    c = torch.gather(w, -1, idx).cumsum(-1)[..., :-1]
+    return (c.abs() * gaps).sum(-1).mean(-1)
+
+
+def project_signed_measures(
+    values: Sequence[np.ndarray],
+    sizes: Sequence[Sequence[int]],
+    valid: Sequence[np.ndarray | None] | None = None,
+    *,
+    iters: int = 1750,
+    num_projections: int = 200,
+    lr: float = 0.1,
+    step: int = 100,
+    gamma: float = 0.8,
+    seed: int | np.random.SeedSequence | None = None,
+    device: Any = None,
+    tol: float = 2e-9,
+    max_elements: int = 1 << 20,
+    resample: int = 1,
+    stop_tol: float = 0.0,
+    check_every: int = 50,
+    info: dict | None = None,
+) -> list[np.ndarray]:
+    """Project signed measures ``v`` (one per marginal) onto the simplex by minimising sliced W1.
+
+    ``values[i]``: flat signed vector over the grid of a marginal with attribute ``sizes[i]``
+    (normalised by the record count, so it sums to about 1); ``valid[i]``: optional boolean mask
+    of cells allowed to carry mass (structural zeros are False). Returns probability vectors
+    (float64, non-negative, summing to one, exactly zero off ``valid``).
+
+    Batched: marginals are grouped by arity and padded to a common size (padding cells are
+    copies of the first cell with zero mass in both measures, which leaves every W1 unchanged).
+    ``tol``: a CDF gap ``|U_j - V_j| <= tol · n`` is treated as zero (subgradient 0 of ``|.|`` at 0),
+    so a measure that is already a probability vector is a fixed point despite rounding and the
+    ``1e-9`` of the log-initialisation (``n`` = cells of the marginal).
+    """
+    device = resolve_device(device)
+    dtype = torch.float64
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(_torch_seed(ss))
+    n_items = len(values)
+    if valid is None:
+        valid = [None] * n_items
+    out: list[np.ndarray | None] = [None] * n_items
+    # group by arity, order by size, and cut into padded chunks of bounded size
+    order = sorted(range(n_items), key=lambda i: (len(sizes[i]), int(np.prod(sizes[i]))))
+    chunks: list[list[int]] = []
+    for _, grp in itertools.groupby(order, key=lambda i: len(sizes[i])):
+        grp = list(grp)
+        cur: list[int] = []
+        for i in grp:
+            n = int(np.prod(sizes[i]))
+            L = 1 if len(sizes[i]) == 1 else num_projections
+            n_max = max([n] + [int(np.prod(sizes[j])) for j in cur])
+            too_big = (len(cur) + 1) * L * n_max > max_elements
+            too_uneven = cur and n > 2 * int(np.prod(sizes[cur[0]])) + 16
+            if cur and (too_big or too_uneven):
+                chunks.append(cur)
+                cur = []
+            cur.append(i)
+        if cur:
+            chunks.append(cur)
+    for chunk in chunks:
+        res, done = _project_chunk([values[i] for i in chunk], [tuple(sizes[i]) for i in chunk],
+                                   [valid[i] for i in chunk], iters=iters, num_projections=num_projections,
+                                   lr=lr, step=step, gamma=gamma, gen=gen, device=device, dtype=dtype, tol=tol,
+                                   resample=resample, stop_tol=stop_tol, check_every=check_every)
+        for i, u in zip(chunk, res):
+            out[i] = u
+        if info is not None:
+            info.setdefault("iters", []).append(done)
+            info.setdefault("chunks", []).append(len(chunk))
+    return out  # type: ignore[return-value]
+
+
+def _initial_probability(v: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Clip negatives, zero the invalid cells, renormalise; uniform over valid cells if nothing is left."""
+    u0 = np.where(ok, np.maximum(v, 0.0), 0.0)
+    s = u0.sum()
+    if s > 0:
+        return u0 / s
+    return ok / ok.sum()
+
+
+def _project_chunk(values, sizes, valid, *, iters, num_projections, lr, step, gamma, gen, device, dtype, tol,
+                   resample, stop_tol, check_every):
+    B = len(values)
+    r = len(sizes[0])
+    ns = [int(np.prod(s)) for s in sizes]
+    n = max(ns)
+    X = np.empty((B, n, r))
+    V = np.zeros((B, n))
+    OK = np.zeros((B, n), dtype=bool)
+    U0 = np.zeros((B, n))
+    for b, (v, sz, ok) in enumerate(zip(values, sizes, valid)):
+        c = grid_centres(sz) - 0.5
+        X[b, : ns[b]] = c
+        X[b, ns[b]:] = c[0]  # padding: copies of the first cell, zero mass in both measures
+        v = np.asarray(v, dtype=float).ravel()
+        if v.size != ns[b]:
+            raise ValueError(f"marginal values of size {v.size} do not match sizes {sz}")
+        ok = np.ones(ns[b], dtype=bool) if ok is None else np.asarray(ok, dtype=bool).ravel()
+        if not ok.any():
+            raise ValueError("every cell of a marginal is a structural zero")
+        V[b, : ns[b]] = np.where(ok, v, 0.0)  # mass on impossible cells is dropped from the target too
+        OK[b, : ns[b]] = ok
+        U0[b, : ns[b]] = _initial_probability(v, ok)
+    if n == 1 or iters <= 0:
+        return [U0[b, : ns[b]].copy() for b in range(B)], 0
+    X_t = torch.as_tensor(X, dtype=dtype, device=device)
+    V_t = torch.as_tensor(V, dtype=dtype, device=device)
+    OK_t = torch.as_tensor(OK, device=device)
+    eta = torch.log(torch.as_tensor(U0, dtype=dtype, device=device) + 1e-9)
+    # Adam on eta (torch.optim.Adam's arithmetic, inlined: no autograd, no per-step allocations)
+    b1, b2 = _BETAS
+    m1 = torch.zeros_like(eta)
+    m2 = torch.zeros_like(eta)
+    neg_inf = torch.tensor(-math.inf, dtype=dtype, device=device)
+    # in 1-D every unit direction is +1 or -1 (equally likely): use both, exactly, no sampling
+    L = 2 if r == 1 else num_projections
+    if resample == 0 and r > 2:
+        resample = 1  # a fixed set covers a 2-D circle of directions well, not a sphere: fresh ones
+    thr = tol * n
+    buf = torch.zeros((B, L, n), dtype=dtype, device=device)  # buf[..., 0] stays 0
+    ar = None
+    last = None
+    acc = torch.zeros((), dtype=dtype, device=device)
+    done_iters = iters
+    for it in range(iters):
+        if it == 0 or (r > 1 and resample > 0 and it % resample == 0):
+            if r == 1:
+                z = torch.stack([X_t[..., 0], -X_t[..., 0]], dim=1)  # (B, 2, n)
+            elif r == 2 and resample == 0:
+                # fixed for the whole run: a fan of L equally spaced angles (random offset) on the circle,
+                # a stratified quadrature of the SW integral (the whole circle: with signed measures of
+                # unequal mass, theta and -theta do not give the same value)
+                off = torch.rand((B, 1), generator=gen, device=device, dtype=dtype)
+                ang = (torch.arange(L, device=device, dtype=dtype) + off) * (2 * math.pi / L)
+                z = torch.einsum("bnr,blr->bln", X_t, torch.stack([ang.cos(), ang.sin()], dim=-1))
+            else:
+                z = torch.einsum("bnr,blr->bln", X_t, _directions((B, L, r), gen, device, dtype))
+            idx = _argsort(z).to(device)
+            gaps = torch.gather(z, -1, idx).diff(dim=-1)
+            if ar is None:
+                ar = torch.arange(n, device=device).expand(B, L, n)
+            inv = torch.empty_like(idx).scatter_(-1, idx, ar)  # rank of every cell
+        u = torch.softmax(torch.where(OK_t, eta, neg_inf), dim=-1)
+        w = (u - V_t).unsqueeze(1).expand(B, L, n)
+        c = torch.gather(w, -1, idx).cumsum_(-1)[..., :-1]  # CDF gaps U_j - V_j in sorted order
+        s = buf[..., 1:]
+        torch.sign(c, out=s)
+        c.abs_()
+        if stop_tol > 0:
+            acc += torch.dot(c.reshape(-1), gaps.reshape(-1))  # sum of the items' objectives x L
+        s.mul_(c > thr).mul_(gaps)
+        # d loss / d w_sorted[k] = sum_{j >= k} s_j = const - sum_{j < k} s_j; the constant cancels in
+        # the softmax's chain rule below (sum u = 1), so g(cell) = -sum_l (prefix sum at its rank) / L
+        cs = buf.cumsum(-1)
+        g = torch.gather(cs, -1, inv).sum(1).div_(-L)
+        # chain rule through the softmax (masked cells have u = 0, so their gradient is 0)
+        grad = u * (g - (u * g).sum(-1, keepdim=True))
+        # Adam step (lr decays by gamma every `step` iterations, as StepLR)
+        t = it + 1
+        lr_t = lr * gamma ** (it // step)
+        m1.mul_(b1).add_(grad, alpha=1 - b1)
+        m2.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+        denom = (m2 / (1 - b2**t)).sqrt_().add_(_ADAM_EPS)
+        eta.addcdiv_(m1, denom, value=-lr_t / (1 - b1**t))
+        if stop_tol > 0 and t % check_every == 0:
+            # early stop: the window's mean objective improved by less than stop_tol (relative)
+            obj = float(acc)
+            acc.zero_()
+            if last is not None and obj > last * (1 - stop_tol):
+                done_iters = t
+                break
+            last = obj
+    u = torch.softmax(torch.where(OK_t, eta, neg_inf), dim=-1).cpu().numpy()
+    out = []
+    for b in range(B):
+        ub = np.where(OK[b, : ns[b]], u[b, : ns[b]], 0.0)
+        out.append(ub / ub.sum())
+    return out, done_iters
+
+
+# ----------------------------------------------------------------------------- quantisation
+def quantise(u: np.ndarray, m: int, gen: torch.Generator | None = None) -> np.ndarray:
+    """Counts per cell for ``m`` particles (§8.4): ``floor(m u_j)``, leftovers drawn ∝ ``u`` with replacement."""
+    u = np.asarray(u, dtype=np.float64)
+    u = u / u.sum()
+    counts = np.floor(m * u).astype(np.int64)
+    while counts.sum() > m:  # float rounding guard; practically never taken
+        counts[np.argmax(counts)] -= 1
+    left = int(m - counts.sum())
+    if left > 0:
+        idx = torch.multinomial(torch.as_tensor(u), left, replacement=True, generator=gen).numpy()
+        counts += np.bincount(idx, minlength=u.size)
+    return counts
+
+
+# ----------------------------------------------------------------------------- SparseAdam step
+def sparse_adam_step(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
+                     step: int, lr: float, betas=_BETAS, eps: float = _ADAM_EPS) -> None:
+    """In place: ``torch.optim.SparseAdam`` with the sparse gradient ``grad.to_sparse()``.
+
+    Only the non-zero entries of ``grad`` update their moments and their value; ``step`` (>= 1) is
+    the optimiser's global step count (bias corrections use it, as SparseAdam does). Dense masked
+    arithmetic: no COO tensors are built.
+    """
+    b1, b2 = betas
+    nz = grad != 0
+    f1 = torch.where(nz, b1, 1.0).to(grad.dtype)
+    f2 = torch.where(nz, b2, 1.0).to(grad.dtype)
+    exp_avg.mul_(f1).add_(grad, alpha=1 - b1)
+    exp_avg_sq.mul_(f2).addcmul_(grad, grad, value=1 - b2)
+    step_size = lr * math.sqrt(1 - b2**step) / (1 - b1**step)
+    upd = exp_avg / (exp_avg_sq.sqrt() + eps)
+    param.sub_(upd * nz, alpha=step_size)
+
+
+# ----------------------------------------------------------------------------- the generator
+class _Target:
+    """One measured marginal after projection and quantisation."""
+
+    __slots__ = ("attrs", "cols", "centres", "counts", "prob")
+
+    def __init__(self, attrs, cols, centres, counts, prob):
+        self.attrs = attrs
+        self.cols = cols
+        self.centres = centres
+        self.counts = counts
+        self.prob = prob
+
+
+class PrivPGDGenerator:
+    """Particle gradient descent generator (SPEC §8.2–8.6).
+
+    Defaults are a fast CPU profile; :meth:`paper` (or ``**PrivPGDGenerator.PAPER``) gives the paper's
+    settings. What differs, and why (adult, 48,842 rows, all 91 2-way marginals, ε = 2.5, 1 torch
+    thread, 2-core machine under load average 4–8, so absolute times are inflated 2–3×):
+
+    * ``n_particles=None``: ``m = N`` (the record count) instead of 100k — half the sort work, and
+      output rows = input rows.
+    * Projection: 32 directions fixed for the run (a stratified fan of angles for 2-way marginals;
+      arity >= 3 re-draws every iteration), so cells are sorted once, not every iteration; early
+      stop when the objective improves < 1% over 25 iterations; at most 200 iterations. Distance of
+      the projected marginals to the true ones (mean over the 91): clip-and-normalise TV 0.150 /
+      SW1 0.0495; 10 iterations of the paper's 200 fresh directions TV 0.091 / SW1 0.0150 (32 fixed:
+      0.090 / 0.0146); 50 fixed TV 0.055 / SW1 0.0045; 150 fixed 0.049 / 0.0045; 400 fixed 0.049 /
+      0.0047 (no gain: it only fits the noise). With early stopping chunks stop after 100–225
+      iterations. Cost ≈ 1 min in all under load 8 vs ≈ 1750 × 3–6 s (1.5–3 h) for the paper's.
+    * ``epochs=200`` with ``scheduler_step=10``: the paper's learning-rate decay (×0.75 twenty
+      times) compressed 5×. Metrics (SW1 / TV / covariance error) of the particles on adult with the
+      schedule of 200 epochs: epoch 25: 0.0060 / 0.214 / 0.167; 50: 0.0041 / 0.150 / 0.110; 75:
+      0.0034 / 0.115 / 0.096, still improving. Compressing further hurts: 100 epochs with
+      ``scheduler_step=5`` end at 0.0036 / 0.105 / 0.122 (lr too small too soon). AIM (all-2way,
+      replace-one, seed 0): 0.0031 / 0.032 / 0.092.
+    * ``mask_rate=0``: dense Adam. With only 200 epochs, masking 80% of the gradient entries leaves
+      each coordinate 40 epochs' worth of updates; unmasked, adult ε = 2.5 seed 0 (3-seed benchmark,
+      benchmarks/RESULTS.md) moved from SW1 0.00273 / TV 0.088 / covariance 0.090 / counting 0.016
+      to 0.00248 / 0.084 / 0.088 / 0.011 in the same time. Starting from the projected 1-way
+      marginals (``init="marginals"``) changed nothing further (0.00248 / 0.084 / 0.088).
+    * Hot loop (one epoch at ``m = N``: ~19 steps × 5 marginals × 10 directions): 32-bit packed keys
+      (value bucket | index, numpy SIMD sort; :func:`_argsort_bounded`) instead of exact 64-bit
+      keys, targets expanded with ``np.repeat``; SW projection step without autograd or
+      per-iteration sorts. One epoch at ``m = N``: 5.8–6.2 s → 4.4–5.1 s under load 8 (≈1.9 s
+      before at load 3.4).
+
+    Threads: with other jobs on the 2 cores, ``torch.set_num_threads(1)`` was ~3× faster than 2
+    (OpenMP threads spin against the other load); use 2 only on idle cores.
+
+    Parameters
+    ----------
+    n_particles: ``m``, particles = output rows (None: ``N``, the record count; paper 100 000).
+    epochs: passes over the marginals (200; paper 1000); ``batch_size`` marginals per step (5; 0 = all).
+    num_projections: directions per marginal per step for SW2² (10).
+    lr, scheduler_step, scheduler_gamma: particle optimiser (0.1; ×0.75 every 10 epochs; paper every 50).
+    mask_rate: share of gradient entries zeroed per step (0: dense Adam; paper 0.8 → SparseAdam).
+    proj_iters, proj_num_projections, proj_lr, proj_scheduler_step, proj_scheduler_gamma:
+        projection step (200 iterations, 32 directions, Adam 0.1, ×0.8 every 100; paper 1750 × 200).
+    proj_resample: re-draw the projection directions every this many iterations (0: never, the
+        default; paper 1: every iteration). proj_stop_tol: early stop when the mean objective over
+        25 iterations improves by less than this share (0.01; 0: off, the paper).
+    init: "uniform" (particles i.i.d. uniform, the paper) or "marginals" (each coordinate from its
+        projected 1-way marginal, uniform within the bin).
+    constraint_strength: ``lambda`` for a constraint passed to :meth:`fit` (1.0).
+    grad_scale: the reference's gradient multiplier (100) for SW2 and the constraint alike.
+    device: ``None``/"auto" (CUDA if available), "cpu", "cuda", ...; ``seed``: int or SeedSequence.
+
+    Fitted attributes: ``particles_`` (m × d float32 tensor on CPU), ``codes_`` (m × d int64),
+    ``cliques_``, ``projected_`` (clique → probability vector, row-major over the clique),
+    ``history_`` (loss per epoch: sum over marginals of the last SW2² seen), ``timings_``,
+    ``total_`` (the record count used to normalise), ``device_``.
+    """
+
+    PAPER = dict(n_particles=100_000, epochs=1000, scheduler_step=50, mask_rate=0.8, proj_iters=1750, proj_num_projections=200,
+                 proj_resample=1, proj_stop_tol=0.0, init="uniform")
+
+    def __init__(self, n_particles: int | None = None, epochs: int = 200, batch_size: int = 5,
+                 num_projections: int = 10, lr: float = 0.1, scheduler_step: int = 10,
+                 scheduler_gamma: float = 0.75, mask_rate: float = 0.0, *, proj_iters: int = 200,
+                 proj_num_projections: int = 32, proj_lr: float = 0.1, proj_scheduler_step: int = 100,
+                 proj_scheduler_gamma: float = 0.8, proj_resample: int = 0, proj_stop_tol: float = 0.01,
+                 init: str = "uniform",
+                 constraint_strength: float = 1.0, grad_scale: float = 100.0,
+                 device: Any = None, seed: int | np.random.SeedSequence | None = None):
+        def pos_int(name, x, allow_zero=False):
+            if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < (0 if allow_zero else 1):
+                raise ValueError(f"{name} must be an integer >= {0 if allow_zero else 1}, got {x!r}")
+            return int(x)
+
+        self.n_particles = None if n_particles is None else pos_int("n_particles", n_particles)
+        self.epochs = pos_int("epochs", epochs, allow_zero=True)
+        self.batch_size = pos_int("batch_size", batch_size, allow_zero=True)
+        self.num_projections = pos_int("num_projections", num_projections)
+        self.scheduler_step = pos_int("scheduler_step", scheduler_step)
+        self.proj_iters = pos_int("proj_iters", proj_iters, allow_zero=True)
+        self.proj_num_projections = pos_int("proj_num_projections", proj_num_projections)
+        self.proj_scheduler_step = pos_int("proj_scheduler_step", proj_scheduler_step)
+        self.proj_resample = pos_int("proj_resample", proj_resample, allow_zero=True)
+        if not (proj_stop_tol >= 0 and math.isfinite(proj_stop_tol)):
+            raise ValueError(f"proj_stop_tol must be >= 0 and finite, got {proj_stop_tol!r}")
+        self.proj_stop_tol = float(proj_stop_tol)
+        if init not in ("uniform", "marginals"):
+            raise ValueError(f"init must be 'uniform' or 'marginals', got {init!r}")
+        self.init = init
+        for name, x in [("lr", lr), ("proj_lr", proj_lr), ("scheduler_gamma", scheduler_gamma),
+                        ("proj_scheduler_gamma", proj_scheduler_gamma), ("grad_scale", grad_scale)]:
+            if not (x > 0 and math.isfinite(x)):
+                raise ValueError(f"{name} must be positive and finite, got {x!r}")
+        if not 0 <= mask_rate < 1:
+            raise ValueError(f"mask_rate must be in [0, 1), got {mask_rate!r}")
+        if not (constraint_strength >= 0 and math.isfinite(constraint_strength)):
+            raise ValueError(f"constraint_strength must be >= 0 and finite, got {constraint_strength!r}")
+        self.lr = float(lr)
+        self.scheduler_gamma = float(scheduler_gamma)
+        self.mask_rate = float(mask_rate)
+        self.proj_lr = float(proj_lr)
+        self.proj_scheduler_gamma = float(proj_scheduler_gamma)
+        self.constraint_strength = float(constraint_strength)
+        self.grad_scale = float(grad_scale)
+        self.device = device
+        self.seed = seed
+
+    def get_params(self) -> dict:
+        keys = ["n_particles", "epochs", "batch_size", "num_projections", "lr", "scheduler_step",
+                "scheduler_gamma", "mask_rate", "proj_iters", "proj_num_projections", "proj_lr",
+                "proj_scheduler_step", "proj_scheduler_gamma", "proj_resample", "proj_stop_tol", "init",
+                "constraint_strength", "grad_scale",
+                "device", "seed"]
+        return {k: getattr(self, k) for k in keys}
+
+    @classmethod
+    def paper(cls, **changes) -> "PrivPGDGenerator":
+        """The paper's settings (:attr:`PAPER`: 100k particles, 1000 epochs, projection 1750 × 200 fresh
+        directions, no early stopping), with ``changes`` on top."""
+        return cls(**{**cls.PAPER, **changes})
+
+    def clone(self, **changes) -> "PrivPGDGenerator":
+        """An unfitted copy with some parameters changed."""
+        p = self.get_params()
+        p.update(changes)
+        return PrivPGDGenerator(**p)
+
+    # ------------------------------------------------------------------------- fitting
+    def fit(self, measurements: Iterable[Measurement | tuple], domain: Domain, *,
+            zeros: Iterable[StructuralZero] = (), constraint: Callable[[torch.Tensor], torch.Tensor] | None = None,
+            total: float | None = None, init_codes: np.ndarray | None = None,
+            progress: Progress | None = None) -> "PrivPGDGenerator":
+        """Run projection, quantisation and particle gradient descent; returns ``self``.
+
+        ``measurements``: noisy marginals (``Measurement`` or ``(attrs, y, sigma)``), any arity and
+        attribute order; a linear ``query`` is undone first (solve / least squares); repeated
+        cliques are merged by inverse-variance weighting. ``zeros``: structural zeros; each one
+        masks the cells of every measured clique containing its attributes. ``constraint``: a
+        differentiable penalty ``R(Z) -> scalar tensor`` on the ``m × d`` particles (columns in
+        domain order, values in ``[0,1]``), weighted by ``constraint_strength``; objects with a
+        ``penalty`` method are accepted too. ``total``: record count used to normalise (public
+        ``N``); ``None`` estimates it from the measurements. ``init_codes``: start the particles at
+        these embedded records instead of uniform noise (then ``m`` = their number).
+        ``progress(epoch, epochs, loss)`` is called after every epoch.
+        """
+        t_start = time.perf_counter()
+        if not isinstance(domain, Domain):
+            domain = Domain.from_dict(domain)
+        self.domain_ = domain
+        device = resolve_device(self.device)
+        self.device_ = device
+        if isinstance(self.seed, np.random.SeedSequence):  # a fresh copy: refitting repeats the run
+            ss = np.random.SeedSequence(self.seed.entropy, spawn_key=self.seed.spawn_key,
+                                        pool_size=self.seed.pool_size)
+        else:
+            ss = np.random.SeedSequence(self.seed)
+        ss_proj, ss_quant, ss_opt, ss_order = ss.spawn(4)
+        merged = _merge_measurements(measurements, domain)
+        if not merged:
+            raise ValueError("PrivPGD needs at least one measurement with attributes")
+        if total is None:
+            total = estimate_total([Measurement(a, y, s) for a, y, s in merged], domain)
+        if not (total > 0 and math.isfinite(total)):
+            raise ValueError(f"total must be positive, got {total}")
+        self.total_ = float(total)
+        zeros = list(zeros)
+        cliques = [a for a, _, _ in merged]
+        valid = [_valid_cells(domain, a, zeros) for a in cliques]
+        # 2) projection of each signed marginal onto the simplex
+        t0 = time.perf_counter()
+        proj_info: dict = {}
+        probs = project_signed_measures(
+            [y / self.total_ for _, y, _ in merged], [domain.sizes(a) for a in cliques], valid,
+            iters=self.proj_iters, num_projections=self.proj_num_projections, lr=self.proj_lr,
+            step=self.proj_scheduler_step, gamma=self.proj_scheduler_gamma, seed=ss_proj, device=device,
+            resample=self.proj_resample, stop_tol=self.proj_stop_tol, check_every=25, info=proj_info)
+        t_proj = time.perf_counter() - t0
+        # 1) particles
+        if init_codes is not None:
+            init_codes = np.asarray(init_codes)
+            if init_codes.ndim != 2 or init_codes.shape[1] != len(domain):
+                raise ValueError(f"init_codes must have shape (rows, {len(domain)})")
+            Z0 = torch.as_tensor(embed_codes(init_codes, domain.shape), dtype=torch.float32)
+        else:
+            g = torch.Generator().manual_seed(_torch_seed(ss_opt.spawn(1)[0]))
+            m = self.n_particles if self.n_particles is not None else max(1, int(round(self.total_)))
+            Z0 = torch.rand((m, len(domain)), generator=g, dtype=torch.float32)
+            if self.init == "marginals":
+                # each coordinate drawn independently from its projected 1-way marginal, uniform within
+                # the bin (so the particles start with every 1-way marginal right, and no ties)
+                for j, (a, p1) in enumerate(zip(domain.attrs, _one_way(domain, cliques, probs))):
+                    x = torch.multinomial(torch.as_tensor(p1), m, replacement=True, generator=g)
+                    Z0[:, j] = (x.to(torch.float32) + Z0[:, j]) / domain[a]
+        m = Z0.shape[0]
+        # 3) quantisation (counts per cell, m particles each)
+        gq = torch.Generator().manual_seed(_torch_seed(ss_quant))
+        targets = []
+        for a, u in zip(cliques, probs):
+            counts = quantise(u, m, gq)
+            targets.append(_Target(a, torch.as_tensor(domain.axes(a), device=device),
+                                   torch.as_tensor(grid_centres(domain.sizes(a)), dtype=torch.float32, device=device),
+                                   torch.as_tensor(counts, device=device), u))
+        self.cliques_ = cliques
+        self.projected_ = dict(zip(cliques, probs))
+        # 4) particle gradient descent
+        t0 = time.perf_counter()
+        Z = self._descend(Z0.to(device), targets, constraint, ss_opt, ss_order, progress)
+        t_opt = time.perf_counter() - t0
+        # 5) finalisation
+        self.particles_ = Z.detach().cpu()
+        self.codes_ = _repair_zeros(nearest_codes(self.particles_, domain.shape), self.particles_.numpy(),
+                                    domain, zeros)
+        self.timings_ = {"projection": t_proj, "optimisation": t_opt, "total": time.perf_counter() - t_start}
+        self.proj_iters_ = max(proj_info.get("iters", [0]))  # iterations run (early stopping may cut them)
+        return self
+
+    def _descend(self, Z, targets, constraint, ss_opt, ss_order, progress):
+        device = Z.device
+        m, d = Z.shape
+        gen = torch.Generator(device=device)
+        gen.manual_seed(_torch_seed(ss_opt))
+        order_rng = np.random.default_rng(ss_order)
+        L = self.num_projections
+        scale = self.grad_scale
+        penalty = None
+        if constraint is not None and self.constraint_strength > 0:
+            penalty = getattr(constraint, "penalty", constraint)
+            if not callable(penalty):
+                raise TypeError("constraint must be callable (Z -> scalar tensor) or have a penalty method")
+        sparse = self.mask_rate > 0
+        if sparse:
+            exp_avg = torch.zeros_like(Z)
+            exp_avg_sq = torch.zeros_like(Z)
+        else:
+            Z.requires_grad_(True)
+            opt = torch.optim.Adam([Z], lr=self.lr, betas=_BETAS, eps=_ADAM_EPS)
+        n_t = len(targets)
+        bs = n_t if self.batch_size == 0 else self.batch_size
+        losses = np.zeros(n_t)
+        self.history_ = []
+        step = 0
+        for epoch in range(self.epochs):
+            lr = self.lr * self.scheduler_gamma ** (epoch // self.scheduler_step)
+            if not sparse:
+                for grp in opt.param_groups:
+                    grp["lr"] = lr
+            perm = order_rng.permutation(n_t)
+            for start in range(0, n_t, bs):
+                batch = perm[start:start + bs]
+                with torch.no_grad():
+                    G = torch.zeros((m, d), dtype=Z.dtype, device=device)
+                if penalty is not None:
+                    Zc = Z.detach().clone().requires_grad_(True)
+                    (gr,) = torch.autograd.grad(penalty(Zc), Zc)
+                    G += gr.to(Z.dtype) * (self.constraint_strength * scale)
+                with torch.no_grad():
+                    # batch the marginals of equal arity into one sort
+                    by_r: dict[int, list[int]] = {}
+                    for i in batch:
+                        by_r.setdefault(len(targets[i].attrs), []).append(int(i))
+                    for idxs in by_r.values():
+                        lb = self._sw2_grad(Z.detach(), [targets[i] for i in idxs], G, gen, L, scale)
+                        losses[idxs] = lb
+                    step += 1
+                    if sparse:
+                        keep = torch.rand((m, d), generator=gen, device=device) >= self.mask_rate
+                        G.mul_(keep)
+                        sparse_adam_step(Z, G, exp_avg, exp_avg_sq, step, lr)
+                        Z.clamp_(0.0, 1.0)
+                if not sparse:
+                    Z.grad = G
+                    opt.step()
+                    with torch.no_grad():
+                        Z.clamp_(0.0, 1.0)
+            loss = float(losses.sum())
+            self.history_.append(loss)
+            if progress is not None:
+                progress(epoch + 1, self.epochs, loss)
+        return Z.detach()
+
+    @staticmethod
+    def _sw2_grad(Z, tgts, G, gen, L, scale) -> np.ndarray:
+        """Add ``scale * grad SW2²`` of each target (same arity) into ``G``; return their SW2² values."""
+        B = len(tgts)
+        r = len(tgts[0].attrs)
+        m = Z.shape[0]
+        cols = torch.cat([t.cols for t in tgts])
+        ZS = Z[:, cols].reshape(m, B, r).permute(1, 0, 2)  # (B, m, r)
+        theta = _directions((B, L, r), gen, Z.device, Z.dtype)
+        px = torch.einsum("bmr,blr->blm", ZS, theta)  # (B, L, m)
+        # particles lie in [0,1]^r, so <z, theta> lies in [sum min(theta, 0), sum max(theta, 0)]
+        ix = _argsort_bounded(px, theta.clamp(max=0).sum(-1, keepdim=True), theta.clamp(min=0).sum(-1, keepdim=True))
+        # the sorted target, scattered back to the particles holding each rank (1-D optimal coupling).
+        # The target is a weighted grid: sort its (few) cells, repeat each by its count.
+        cs, cnt = [], []
+        for b, t in enumerate(tgts):
+            pc = theta[b] @ t.centres.T  # (L, n)
+            oc = _argsort(pc).to(pc.device)
+            cs.append(torch.gather(pc, -1, oc).reshape(-1))
+            cnt.append(t.counts[oc].reshape(-1))
+        cs, cnt = torch.cat(cs), torch.cat(cnt)
+        if cs.device.type == "cpu":  # numpy's repeat is 2-3x faster than torch's on CPU
+            ys = torch.from_numpy(np.repeat(cs.numpy(), cnt.numpy())).reshape(B, L, m)
+        else:
+            ys = torch.repeat_interleave(cs, cnt, output_size=B * L * m).reshape(B, L, m)
+        diff = px.sub_(torch.empty_like(px).scatter_(-1, ix, ys))  # particle i: x_i - y'_(rank of x_i)
+        loss = diff.square().mean(dim=(1, 2))
+        grad = torch.bmm(diff.transpose(1, 2), theta).mul_(2.0 * scale / L)  # (B, m, r)
+        G.index_add_(1, cols, grad.permute(1, 0, 2).reshape(m, B * r))
+        return loss.cpu().numpy()
+
+    # ---------------------------------------------------------------- generator protocol
+    name = "privpgd"
+
+    def generate(self, measurements, domain: Domain, *, zeros=(), total: float | None = None, warm: Any = None,
+                 seed: np.random.SeedSequence | None = None, progress=None, constraint: Any = None,
+                 **extra: Any) -> "PrivPGDGenerator":
+        """A fitted copy (the model): :meth:`fit` on a clone seeded with ``seed``. ``progress(msg)``
+        is told each epoch. Post-processing: no privacy cost."""
+        gen = self.clone(seed=seed) if seed is not None else self.clone()
+
+        def on_epoch(epoch, n, loss):
+            if progress is not None:
+                progress(f"PrivPGD epoch {epoch}/{n}: loss {loss:.4g}")
+
+        return gen.fit(measurements, domain, zeros=zeros, constraint=constraint, total=total, progress=on_epoch)
+
+    def model_size_mb(self, domain: Domain, cliques) -> None:
+        return None  # particles: no model-size limit on what may be measured
+
+    @property
+    def domain(self) -> Domain:
+        self._check_fitted()
+        return self.domain_
+
+    @property
+    def total(self) -> float:
+        self._check_fitted()
+        return self.total_
+
+    @property
+    def default_rows(self) -> int:
+        """The number of particles: what :meth:`sample_codes` returns by default."""
+        self._check_fitted()
+        return int(self.codes_.shape[0])
+
+    def project(self, attrs) -> np.ndarray:
+        """Marginal counts of the finalised particles on ``attrs`` (order given), scaled to ``total``."""
+        self._check_fitted()
+        attrs = tuple(attrs)
+        if not attrs:
+            return np.array([self.total_])
+        axes = [self.domain_.attrs.index(a) for a in attrs]
+        sizes = self.domain_.sizes(attrs)
+        idx = np.ravel_multi_index(tuple(self.codes_[:, i] for i in axes), sizes)
+        counts = np.bincount(idx, minlength=int(np.prod(sizes))).astype(float)
+        return counts * (self.total_ / max(1, self.codes_.shape[0]))
+
+    def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+        return self.sample_codes(rows, rng)
+
+    # ------------------------------------------------------------------------- sampling
+    def _check_fitted(self):
+        if not hasattr(self, "codes_"):
+            raise RuntimeError("PrivPGDGenerator is not fitted: call fit(measurements, domain) first")
+
+    def sample_codes(self, rows: int | None = None, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Records as integer codes: all ``m`` finalised particles when ``rows`` is None or ``m``;
+        otherwise ``rows`` of them drawn without replacement (``rows < m``) or all of them plus
+        draws with replacement (``rows > m``), in random order. Post-processing: free."""
+        self._check_fitted()
+        m = self.codes_.shape[0]
+        if rows is None or int(rows) == m:
+            return self.codes_.copy()
+        rows = int(rows)
+        if rows < 0:
+            raise ValueError("rows must be >= 0")
+        rng = np.random.default_rng() if rng is None else rng
+        if rows < m:
+            idx = rng.choice(m, rows, replace=False)
+        else:
+            idx = np.concatenate([np.arange(m), rng.integers(0, m, rows - m)])
+            rng.shuffle(idx)
+        return self.codes_[idx].copy()
+
+
+def _repair_zeros(codes: np.ndarray, Z: np.ndarray, domain: Domain, zeros: list[StructuralZero]) -> np.ndarray:
+    """Move records that landed in a structural-zero cell to the allowed cell of that zero's
+    attributes nearest to their particle (squared distance in the embedded space). The projection
+    gives those cells no mass, but rounding particles to the grid can still land there."""
+    if not zeros:
+        return codes
+    codes = codes.copy()
+    for _ in range(3):  # zeros on overlapping attributes: a repair can break another; repeat
+        clean = True
+        for z in zeros:
+            idx = [domain.attrs.index(a) for a in z.attrs]
+            mask = z.mask.reshape(domain.sizes(z.attrs))
+            bad = np.flatnonzero(mask[tuple(codes[:, i] for i in idx)])
+            if bad.size == 0:
+                continue
+            clean = False
+            allowed = np.argwhere(~mask)  # (cells, len(attrs)) of codes
+            if allowed.size == 0:
+                raise ValueError(f"structural zeros on {z.attrs} forbid every cell")
+            sizes = np.array([domain[a] for a in z.attrs])
+            centres = (2 * allowed + 1) / (2 * sizes)  # the (2x-1)/(2k) embedding, 0-based codes
+            pos = Z[np.ix_(bad, idx)]
+            d2 = ((pos[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
+            codes[np.ix_(bad, idx)] = allowed[d2.argmin(axis=1)]
+        if clean:
+            break
+    return codes
+
+
+def _one_way(domain: Domain, cliques, probs) -> list[np.ndarray]:
+    """Per attribute: the mean of the 1-way marginals implied by the projected cliques containing it
+    (uniform when none does)."""
+    acc = {a: [] for a in domain.attrs}
+    for c, u in zip(cliques, probs):
+        arr = np.asarray(u).reshape(domain.sizes(c))
+        for ax, a in enumerate(c):
+            acc[a].append(arr.sum(axis=tuple(i for i in range(len(c)) if i != ax)))
+    out = []
+    for a in domain.attrs:
+        p = np.mean(acc[a], axis=0) if acc[a] else np.ones(domain[a])
+        out.append(np.maximum(p, 0) / np.maximum(p, 0).sum())
+    return out
+
+
+# ----------------------------------------------------------------------------- measurement prep
+def _cell_values(m: Measurement) -> np.ndarray:
+    """The noisy counts per cell: ``y`` itself, or ``Q^{-1} y`` (least squares when Q is not square)."""
+    if m.query is None:
+        return m.y
+    q = m.query
+    if q.shape[0] == q.shape[1]:
+        try:
+            return np.linalg.solve(q, m.y)
+        except np.linalg.LinAlgError:
+            pass
+    return np.linalg.lstsq(q, m.y, rcond=None)[0]
+
+
+def _merge_measurements(measurements, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarray, float]]:
+    """Cell-space values in canonical attribute order; repeated cliques merged by their weights
+    (inverse variance for noisy measurements)."""
+    acc: dict[tuple[str, ...], list] = {}
+    for m in measurements:
+        if not isinstance(m, Measurement):
+            m = Measurement(*m)
+        if not m.attrs:
+            continue
+        if len(set(m.attrs)) != len(m.attrs):
+            raise ValueError(f"measurement on {m.attrs}: repeated attribute")
+        y = _cell_values(m)
+        if y.size != domain.size(m.attrs):
+            raise ValueError(f"measurement on {m.attrs}: expected {domain.size(m.attrs)} cells, got {y.size}")
+        canon = domain.canonical(m.attrs)
+        y = Factor.from_flat(domain, m.attrs, y).transpose(canon).flat
+        w = m.weight
+        if canon in acc:
+            acc[canon][0] += w * y
+            acc[canon][1] += w
+        else:
+            acc[canon] = [w * y, w]
+    # the merged weight as a noise level (w = 1/(2σ²)), for estimating N when it is not public
+    return [(a, s / w, 1.0 / math.sqrt(2.0 * w)) for a, (s, w) in acc.items()]
+
+
+def _valid_cells(domain: Domain, attrs: tuple[str, ...], zeros: list[StructuralZero]) -> np.ndarray | None:
+    """Mask of cells of the (canonical) clique ``attrs`` not declared impossible by any zero inside it."""
+    ok = None
+    target = domain.project(attrs)
+    for z in zeros:
+        if not set(z.attrs) <= set(attrs):
+            continue
+        full = z.factor(domain).expand(target).flat
+        ok = ~full if ok is None else ok & ~full
+    return ok

@@ -1,0 +1,5 @@
+"""Where private answers meet noise: :class:`MeasurementSession`."""
+
+from .session import MeasurementSession
+
+__all__ = ["MeasurementSession"]

@@ -1,0 +1,118 @@
+"""The measurement session: the only place where private answers meet noise.
+
+A :class:`MeasurementSession` holds a :class:`~privmarg.data.MarginalSource`, the run's
+:class:`~privmarg.privacy.Accountant` and its noise generator. Selectors read private answers
+through :meth:`answers` only to compute scores that go straight into a charged selection
+(:meth:`select`, :meth:`top_q`); every release (:meth:`measure`, :meth:`gaussian`, :meth:`privtree`)
+is charged before noise is drawn, and the noise itself is drawn in :mod:`privmarg.privacy`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core import Domain, Measurement
+from ..privacy import Accountant, exponential_mechanism, gaussian_mechanism, gumbel_top_q, marginal_l2
+from ..privacy.privtree import privtree_split
+
+Clique = tuple[str, ...]
+
+
+class MeasurementSession:
+    """Private counts in, charged noisy releases out.
+
+    ``source``: a :class:`~privmarg.data.MarginalSource` (or :class:`~privmarg.data.ColumnCounts`
+    for preprocessing); ``accountant``: charged for everything released; ``rng``: the noise
+    generator. ``measurements`` lists what was released (and public answers :meth:`record`-ed), in
+    order; ``rounds`` is the selectors' round log.
+    """
+
+    def __init__(self, source: Any, accountant: Accountant, rng: np.random.Generator, *, cache: bool = True):
+        self.source = source
+        self.accountant = accountant
+        self.rng = rng
+        self.measurements: list[Measurement] = []
+        self.rounds: list[dict] = []
+        self._cache: dict[Clique, np.ndarray] | None = {} if cache else None
+        self._spent0 = accountant.rho_spent
+
+    # -------------------------------------------------------------------------- facts
+    @property
+    def domain(self) -> Domain:
+        return self.source.domain
+
+    @property
+    def neighbour(self) -> str:
+        return self.accountant.neighbour
+
+    @property
+    def rho_spent(self) -> float:
+        """zCDP charged through this session so far."""
+        return self.accountant.rho_spent - self._spent0
+
+    def derived(self, source: Any) -> "MeasurementSession":
+        """A session over another view of the same private data (same accountant and noise)."""
+        return MeasurementSession(source, self.accountant, self.rng, cache=self._cache is not None)
+
+    # ------------------------------------------------------------------ private answers
+    def answers(self, cliques: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """Exact (private) marginals, flat over each clique's order given; for scoring only: a value
+        computed from them may leave a selector only through :meth:`select` or :meth:`top_q`."""
+        cliques = [tuple(c) for c in cliques]
+        if self._cache is None:
+            return self.source.marginals(cliques)
+        todo = list(dict.fromkeys(c for c in cliques if c not in self._cache))
+        if todo:
+            self._cache.update(zip(todo, self.source.marginals(todo)))
+        return [self._cache[c] for c in cliques]
+
+    def forget(self) -> None:
+        """Drop cached private answers (memory)."""
+        if self._cache is not None:
+            self._cache.clear()
+
+    # ------------------------------------------------------------------------ releases
+    def measure(self, clique: Sequence[str], sigma: float, what: str = "", *, weight: float | None = None,
+                **meta: Any) -> Measurement:
+        """Release ``M_clique(D) + N(0, σ²)`` and keep it; charges ``Δ₂²/(2σ²)`` (Δ₂ = 1 or √2).
+        ``weight``: its weight in a generator's loss (default ``1/(2σ²)``)."""
+        clique = tuple(clique)
+        (exact,) = self.answers([clique])
+        y = gaussian_mechanism(self.accountant, exact, sigma, marginal_l2(self.neighbour), self.rng,
+                               what=what or f"marginal {','.join(clique)}")
+        m = Measurement(clique, y, sigma, meta=meta, weight=weight)
+        self.measurements.append(m)
+        return m
+
+    def gaussian(self, values: np.ndarray, sigma: float, l2_sensitivity: float, what: str) -> np.ndarray:
+        """Release a private statistic ``values`` (computed from :meth:`answers` or :meth:`histogram`)
+        with Gaussian noise; charges ``l2_sensitivity²/(2σ²)``. Not kept in :attr:`measurements`."""
+        return gaussian_mechanism(self.accountant, values, sigma, l2_sensitivity, self.rng, what=what)
+
+    def select(self, scores: np.ndarray, epsilon: float, sensitivity: float, what: str = "") -> int:
+        """Exponential mechanism over ``scores`` (higher is better); charges ``ε²/8``."""
+        return exponential_mechanism(self.accountant, scores, epsilon, sensitivity, self.rng, what=what)
+
+    def top_q(self, scores: np.ndarray, q: int, rho: float, sensitivity: float, what: str = "") -> np.ndarray:
+        """Report-noisy-top-``q`` (Gumbel) over ``scores``; charges ``rho``."""
+        return gumbel_top_q(self.accountant, scores, q, rho, sensitivity, self.rng, what=what)
+
+    def record(self, measurement: Measurement) -> Measurement:
+        """Keep an answer that costs nothing (a public proxy, a derived measurement)."""
+        self.measurements.append(measurement)
+        return measurement
+
+    # ------------------------------------------------------------------- preprocessing
+    def histogram(self, column: str, k: int) -> np.ndarray:
+        """Private counts of a raw column's codes ``0..k-1`` (for a charged :meth:`gaussian`)."""
+        return self.source.histogram(column, k)
+
+    def privtree(self, column: str, lo: float, hi: float, *, lattice: bool, max_depth: int, rho: float,
+                 what: str) -> np.ndarray:
+        """PrivTree leaf edges of a raw numeric column on the public range ``[lo, hi)``; charges ``rho``."""
+        count: Callable = self.source.range_counter(column)
+        return privtree_split(self.accountant, count, lo, hi, lattice=lattice, max_depth=max_depth, rho=rho,
+                              rng=self.rng, what=what)

@@ -1,0 +1,247 @@
+"""The papers' methods as ready-made synthesizers: a selector, a generator and their settings.
+
+Each preset keeps the parameters of the method it names; ``generator=`` swaps the generator for any
+other (``"pgm"``, ``"privpgd"`` or an instance), e.g. ``AIM(1.0, 1e-9, generator="privpgd")``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .generate.pgm import METHODS, PGM
+from .select.aim import AIMSelector
+from .select.aim_bounds import ErrorBound, aim_error_bound
+from .select.compress import Compressed
+from .select.independent import IndependentSelector
+from .select.jam import JAMSelector
+from .select.kway import KWaySelector
+from .select.mst import MSTSelector
+from .select.mwem import MWEMSelector
+from .synth import Synthesizer
+
+
+class AIM(Synthesizer):
+    """AIM (McKenna et al. 2022): :class:`~privmarg.select.aim.AIMSelector` + Private-PGM.
+
+    ``workload`` ("all-3way", "all-2way:target=col", a JSON path or a list of cliques / (cliques,
+    weight)); ``max_model_size`` in MB (2**20 bytes) of the final junction tree; ``rounds`` (T, sizing
+    the initial split; default 16·d); ``alpha`` the share of each round for measurement; ``iters``
+    mirror-descent iterations per round (warm started) and ``final_iters`` for the last fit;
+    ``refit_method``: the estimator's step for the warm-started refits (``"precond"`` or ``"md"``; the
+    first, cold fit is always preconditioned).
+
+    Privacy: ``rho``-zCDP in total, spent exactly; each round charges one exponential mechanism
+    (ε²/8) and one Gaussian marginal (Δ₂²/(2σ²)). ``error_bound`` costs nothing more.
+    """
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
+                 max_model_size: float = 80.0, rounds: int | None = None, alpha: float = 0.9,
+                 iters: int = 250, final_iters: int = 1000, tol: float = 1e-4, refit_method: str = "precond",
+                 generator: Any = None, **kw):
+        if refit_method not in METHODS:
+            raise ValueError(f"refit_method must be one of {METHODS}")
+        self.workload, self.max_model_size, self.rounds, self.alpha = workload, float(max_model_size), rounds, alpha
+        self.iters, self.final_iters, self.tol, self.refit_method = iters, final_iters, tol, refit_method
+        loop = PGM(iters=iters, tol=tol, method=refit_method, cold_method="precond")
+        sel = AIMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, loop=loop)
+        gen = generator if generator is not None else PGM(iters=final_iters, tol=tol / 10, method=refit_method)
+        super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
+
+    def fit(self, *args, **kw) -> "AIM":
+        super().fit(*args, **kw)
+        x = self.selection_.extra
+        self.weights_, self.workload_ = x["weights"], x["workload"]
+        self.round_models_, self.last_candidate_round_, self.rounds_ = (
+            x["round_models"], x["last_candidate_round"], x["rounds"])
+        return self
+
+    def sample_codes(self, rows: int | None = None):
+        codes = super().sample_codes(rows)
+        self.last_sample_ = codes  # what error_bound() bounds by default
+        return codes
+
+    def error_bound(self, attrs, confidence: float = 0.95, synthetic=None) -> ErrorBound:
+        """High-probability bound on the L1 error of the synthetic marginal on ``attrs`` (AIM §5).
+
+        Bounds ‖M(D)/N − M(D̂)/N̂‖₁ (normalised real vs synthetic marginal) with probability at least
+        ``confidence``, for any marginal in the downward closure of the workload. ``synthetic``: the
+        synthetic table (integer codes or Dataset); defaults to the last ``sample()``, else the
+        model's own marginal. Uses released quantities only: no privacy cost.
+        """
+        self._check_fitted()
+        return aim_error_bound(self, attrs, confidence, synthetic)
+
+    def error_bounds(self, confidence: float = 0.95, synthetic=None) -> list[ErrorBound]:
+        """:meth:`error_bound` for every marginal of the workload (no privacy cost)."""
+        return [self.error_bound(r, confidence, synthetic) for r, _ in self.workload_]
+
+
+class MST(Synthesizer):
+    """MST (McKenna, Miklau, Sheldon 2021) with domain compression (SPEC §5).
+
+    Budget in thirds: the 1-way marginals (jointly), the exponential-mechanism Kruskal selection of
+    d−1 pairs, and the tree's 2-way marginals (jointly). ``compress`` merges rare values using the
+    released 1-way answers (:class:`~privmarg.select.compress.Compressed`). Privacy: ``rho``-zCDP,
+    spent exactly.
+    """
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, iters: int = 1000,
+                 final_iters: int = 3000, tol: float = 1e-7, compress: bool = True, generator: Any = None, **kw):
+        self.iters, self.final_iters, self.tol, self.compress = iters, final_iters, tol, compress
+        sel = MSTSelector(loop=PGM(iters=iters, tol=tol))
+        if compress:
+            sel = Compressed(sel, share=1 / 3)
+        gen = generator if generator is not None else PGM(iters=final_iters, tol=tol)
+        super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
+
+    def fit(self, *args, **kw) -> "MST":
+        super().fit(*args, **kw)
+        x = self.selection_.extra
+        self.edges_ = x["edges"]
+        self.supports_ = x.get("supports", {})
+        self.compressed_domain_ = x.get("compressed_domain", self.domain_)
+        return self
+
+
+class MWEM(Synthesizer):
+    """MWEM+PGM: ``rounds`` (default d) equal rounds, each an exponential-mechanism selection among
+    the workload's cliques and a Gaussian measurement; models capped at ``max_model_size``·t/T MB.
+
+    Privacy: ``rho``-zCDP spent exactly, ``rho/T`` per round (share ``alpha`` for measurement).
+    """
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
+                 rounds: int | None = None, alpha: float = 0.9, max_model_size: float = 25.0,
+                 iters: int = 1000, tol: float = 1e-6, generator: Any = None, **kw):
+        self.workload, self.rounds, self.alpha, self.max_model_size = workload, rounds, alpha, float(max_model_size)
+        self.iters, self.tol = iters, tol
+        loop = PGM(iters=iters, tol=tol)
+        sel = MWEMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, loop=loop)
+        super().__init__(sel, generator if generator is not None else loop, epsilon=epsilon, delta=delta, **kw)
+
+
+class Independent(Synthesizer):
+    """All d one-way marginals with equal Gaussian noise; attributes sampled independently.
+
+    Privacy: ``rho``-zCDP spent exactly: d Gaussian measurements of Δ₂²/(2σ²) each, σ = Δ₂·√(d/(2ρ)).
+    """
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, iters: int = 1000,
+                 generator: Any = None, **kw):
+        self.iters = iters
+        super().__init__(IndependentSelector(), generator if generator is not None else PGM(iters=iters), epsilon=epsilon,
+                         delta=delta, **kw)
+
+
+class JAM(Synthesizer):
+    """JAM-PGM (Fuentes et al., AISTATS 2024): adaptive joint selection of private and public marginals.
+
+    ``fit(private, domain, public=table)``. Parameters: ``workload`` (default all 3-way); ``rounds``
+    T (30); ``alpha`` the share of each round's budget for *selection* (0.2); ``max_model_size`` (MB);
+    ``iters`` estimation iterations per round (50, warm started when ``warm_start``) and
+    ``final_iters`` (300) for the last fit; ``weighting`` (``"equal"``, ``"mle"``, ``"inv_sigma"``)
+    of measurements in the loss. Privacy: ``rho``-zCDP under replace-one neighbours (N is public and
+    rescales the public answers); budget left after the last round (public choices) is unspent.
+    ``public_marginals_`` / ``private_marginals_`` say which marginals came from where.
+    """
+
+    default_neighbour = "replace_one"
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
+                 rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = 50,
+                 final_iters: int = 300, tol: float = 1e-4, weighting: str = "equal", warm_start: bool = True,
+                 generator: Any = None, **kw):
+        self.workload, self.rounds, self.alpha, self.max_model_size = workload, rounds, alpha, max_model_size
+        self.iters, self.final_iters, self.tol, self.weighting, self.warm_start = (
+            iters, final_iters, tol, weighting, warm_start)
+        sel = JAMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, weighting=weighting,
+                          warm_start=warm_start, loop=PGM(iters=iters, tol=tol))
+        gen = generator if generator is not None else PGM(iters=final_iters, tol=tol / 10)
+        super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
+        if self.neighbour != "replace_one":
+            raise ValueError("JAM needs replace-one neighbours: the public answers are rescaled by the "
+                             "record count N, which is private under add/remove")
+
+    def fit(self, data, domain=None, *, public=None, **kw) -> "JAM":
+        if public is None:
+            raise ValueError("JAM needs public data: fit(private, domain, public=table)")
+        super().fit(data, domain, public=public, **kw)
+        self.rounds_ = len(self.log_)
+        return self
+
+    @property
+    def public_marginals_(self) -> list[tuple[str, ...]]:
+        """Marginals answered with the (rescaled) public data, in selection order."""
+        self._check_fitted()
+        return [m.attrs for m in self.measurements_ if m.source == "public"]
+
+    @property
+    def private_marginals_(self) -> list[tuple[str, ...]]:
+        """Marginals measured on the private data with Gaussian noise, in selection order."""
+        self._check_fitted()
+        return [m.attrs for m in self.measurements_ if m.source == "private"]
+
+
+class PrivPGD(Synthesizer):
+    """PrivPGD (Donhauser et al. 2024): all ``degree``-way marginals + particle gradient descent.
+
+    Privacy (SPEC §8.1): replace-one by default (``N`` public). The marginals are measured with one
+    Gaussian mechanism each at the same σ, spending ``ρ_m``; with a ``constraint`` that needs the data
+    (:class:`~privmarg.generate.privpgd.ThresholdConstraint`) its statistic is released at its own
+    cost ``ρ_c`` and ``ρ_m = ρ − ρ_c``. Everything after the measurements is post-processing.
+
+    Parameters: ``degree`` (2) or explicit ``cliques``; ``constraint`` and ``constraint_strength``
+    (λ); generator settings ``n_particles`` … ``device`` (None: the generator's defaults, its fast CPU
+    profile), or a configured ``generator`` (e.g. ``PrivPGDGenerator.paper()``, or ``"pgm"``).
+    ``sample()`` returns the finalised particles; ``sample(rows)`` subsamples or resamples them.
+    """
+
+    default_neighbour = "replace_one"
+
+    def __init__(self, epsilon: float | None = 2.5, delta: float | None = 1e-5, *, degree: int = 2,
+                 cliques: Sequence[Sequence[str]] | None = None, constraint: Any = None,
+                 constraint_strength: float = 1.0, generator: Any = None, n_particles: int | None = None,
+                 epochs: int | None = None, batch_size: int | None = None, num_projections: int | None = None,
+                 lr: float | None = None, scheduler_step: int | None = None, mask_rate: float | None = None,
+                 proj_iters: int | None = None, proj_num_projections: int | None = None,
+                 proj_lr: float | None = None, proj_resample: int | None = None, proj_stop_tol: float | None = None,
+                 device: Any = None, **kw):
+        from .generate.privpgd import PrivPGDGenerator
+
+        self.degree, self.cliques, self.constraint, self.constraint_strength = degree, cliques, constraint, constraint_strength
+        given = dict(n_particles=n_particles, epochs=epochs, batch_size=batch_size, num_projections=num_projections,
+                     lr=lr, scheduler_step=scheduler_step, mask_rate=mask_rate, proj_iters=proj_iters,
+                     proj_num_projections=proj_num_projections, proj_lr=proj_lr, proj_resample=proj_resample,
+                     proj_stop_tol=proj_stop_tol, device=device)
+        self.generator_params = {k: v for k, v in given.items() if v is not None}
+        self.generator_params["constraint_strength"] = constraint_strength
+        if generator is None:
+            generator = PrivPGDGenerator(**self.generator_params)
+        elif isinstance(generator, PrivPGDGenerator) and constraint is not None:
+            generator = generator.clone(constraint_strength=float(constraint_strength))
+        # a fresh copy per synthesizer: the release fills in the constraint's estimate
+        import copy
+
+        sel = KWaySelector(degree, cliques, constraint=copy.copy(constraint))
+        super().__init__(sel, generator, epsilon=epsilon, delta=delta, **kw)
+
+    def fit(self, *args, **kw) -> "PrivPGD":
+        super().fit(*args, **kw)
+        self.cliques_ = self.selection_.extra["cliques"]
+        self.sigma_ = self.selection_.extra["sigma"]
+        self.constraint_ = self.selector.constraint
+        self.generator_ = self.model_
+        return self
+
+
+def _combined() -> None:
+    """Presets that the registry defines as a selector + generator pair get their class here."""
+    from . import registry
+
+    for e in registry.entries("preset"):
+        if e.selector:
+            globals()[e.target.split(":", 1)[1]] = registry.preset_class(e.name)
+
+
+_combined()

@@ -1,0 +1,148 @@
+"""The one table of method names: presets, selectors and generators, with what each can do.
+
+The CLI (``--method``, ``--generator`` and their help), ``bench``, the README's method list and the
+contract tests read this table; nothing else lists methods. Targets are ``"module:attribute"``
+strings imported on first use, so naming a torch-based method costs nothing until it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Entry:
+    """``kind``: "preset", "selector" or "generator". A preset names a ``target`` class, or a
+    ``selector`` and ``generator`` (registry names) to combine into a class made in
+    :mod:`privmarg.presets` (then ``target`` says where it appears). ``flags``: "workload" (takes a
+    workload), "public" (needs public data), "torch" (needs torch), "adaptive" (model in the loop),
+    "replace_one" (needs the record count public)."""
+
+    name: str
+    kind: str
+    summary: str
+    target: str = ""
+    selector: str = ""
+    generator: str = ""
+    flags: frozenset = field(default_factory=frozenset)
+
+
+def _f(*names: str) -> frozenset:
+    return frozenset(names)
+
+
+ENTRIES: tuple[Entry, ...] = (
+    # presets: the papers' methods (name, what it is, where)
+    Entry("aim", "preset", "AIM: adaptive, workload-aware selection + Private-PGM", "privmarg.presets:AIM",
+          flags=_f("workload", "adaptive")),
+    Entry("mst", "preset", "MST: maximum spanning tree of 2-way marginals + Private-PGM", "privmarg.presets:MST"),
+    Entry("mwem", "preset", "MWEM+PGM: T equal exponential-mechanism rounds over the workload",
+          "privmarg.presets:MWEM", flags=_f("workload", "adaptive")),
+    Entry("independent", "preset", "every 1-way marginal, attributes independent (baseline)",
+          "privmarg.presets:Independent"),
+    Entry("privpgd", "preset", "PrivPGD: all 2-way marginals + particle gradient descent (torch)",
+          "privmarg.presets:PrivPGD", flags=_f("torch", "replace_one")),
+    Entry("jam", "preset", "JAM-PGM: private measurement or public proxy per round (needs --public)",
+          "privmarg.presets:JAM", flags=_f("workload", "adaptive", "public", "replace_one")),
+    # selectors
+    Entry("aim", "selector", "AIM's adaptive selection", "privmarg.select.aim:AIMSelector",
+          flags=_f("workload", "adaptive")),
+    Entry("mst", "selector", "MST's spanning tree (with domain compression)", "privmarg.select.mst:MSTSelector"),
+    Entry("mwem", "selector", "MWEM's equal rounds", "privmarg.select.mwem:MWEMSelector",
+          flags=_f("workload", "adaptive")),
+    Entry("independent", "selector", "all 1-way marginals", "privmarg.select.independent:IndependentSelector"),
+    Entry("kway", "selector", "all k-way marginals (PrivPGD's selection)", "privmarg.select.kway:KWaySelector"),
+    Entry("jam", "selector", "JAM's joint private/public selection", "privmarg.select.jam:JAMSelector",
+          flags=_f("workload", "adaptive", "public", "replace_one")),
+    # generators
+    Entry("pgm", "generator", "graphical model (Private-PGM): mirror descent on a junction tree",
+          "privmarg.generate.pgm:PGM"),
+    Entry("privpgd", "generator", "particles moved by sliced-Wasserstein gradient descent (torch)",
+          "privmarg.generate.privpgd.privpgd:PrivPGDGenerator", flags=_f("torch")),
+)
+
+
+def entries(kind: str) -> list[Entry]:
+    return [e for e in ENTRIES if e.kind == kind]
+
+
+def names(kind: str) -> list[str]:
+    return [e.name for e in entries(kind)]
+
+
+def entry(kind: str, name: str) -> Entry:
+    for e in ENTRIES:
+        if e.kind == kind and e.name == name.lower():
+            return e
+    raise KeyError(f"unknown {kind} {name!r}: choose one of {', '.join(names(kind))}")
+
+
+def load(target: str) -> Any:
+    mod, attr = target.split(":", 1)
+    return getattr(importlib.import_module(mod), attr)
+
+
+def make_generator(spec: Any = None) -> Any:
+    """A generator from a registry name, an instance (kept) or None (a graphical model)."""
+    if spec is None:
+        spec = "pgm"
+    if isinstance(spec, str):
+        return load(entry("generator", spec).target)()
+    if not hasattr(spec, "generate"):
+        raise TypeError(f"a generator needs a generate() method, got {type(spec).__name__}")
+    return spec
+
+
+def make_selector(name: str, **params: Any) -> Any:
+    return load(entry("selector", name).target)(**params)
+
+
+def preset_class(name: str) -> type:
+    """The synthesizer class of a preset (a combination entry becomes a small subclass)."""
+    e = entry("preset", name)
+    if not e.selector:
+        return load(e.target)
+    cached = _COMBINED.get(e.name)
+    if cached is not None:
+        return cached
+    from .synth import Synthesizer
+
+    sel_cls = load(entry("selector", e.selector).target)
+    sel_params = set(inspect.signature(sel_cls).parameters)
+
+    class Preset(Synthesizer):
+        def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, generator: Any = None, **kw):
+            params = {k: kw.pop(k) for k in list(kw) if k in sel_params}
+            super().__init__(sel_cls(**params), generator if generator is not None else e.generator,
+                             epsilon=epsilon, delta=delta, **kw)
+
+    Preset.__name__ = Preset.__qualname__ = sel_cls.__name__.removesuffix("Selector")
+    Preset.__doc__ = f"{e.summary}: :class:`{sel_cls.__name__}` + the {e.generator!r} generator."
+    Preset.__module__ = "privmarg.presets"
+    _COMBINED[e.name] = Preset
+    return Preset
+
+
+_COMBINED: dict[str, type] = {}
+
+
+def make_preset(name: str, epsilon: float | None = 1.0, delta: float | None = 1e-9, **params: Any) -> Any:
+    """An unfitted synthesizer for a preset name; ``generator=`` swaps its generator."""
+    return preset_class(name)(epsilon, delta, **params)
+
+
+def accepts(name: str, param: str) -> bool:
+    """Whether preset ``name`` takes parameter ``param``."""
+    cls = preset_class(name)
+    if param in inspect.signature(cls).parameters:
+        return True
+    e = entry("preset", name)
+    return bool(e.selector) and param in inspect.signature(load(entry("selector", e.selector).target)).parameters
+
+
+def pairs() -> list[tuple[str, str]]:
+    """Every valid (selector, generator) combination: any selector feeds any generator."""
+    return [(s, g) for s in names("selector") for g in names("generator")]

@@ -1,0 +1,147 @@
+"""The adaptive round shared by AIM, MWEM and JAM (and any selector of that shape).
+
+Each round: plan the round's noise (:meth:`AdaptiveSelector.plan`), keep the candidates whose
+measurement keeps the loop model within its size limit, score them against the current model on
+the private answers, pick one with the exponential mechanism, measure it (:meth:`act`), refit the
+model in the loop (any :class:`~privmarg.generate.Generator`, warm-started) and log the round.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core import Domain, Measurement
+from ..measure import MeasurementSession
+from ..privacy import RoundPlan
+from .base import Clique, Context, Selection, default_loop, measured_cliques
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+@dataclass
+class RoundState:
+    """What a run knows between rounds (released information plus the session)."""
+
+    session: MeasurementSession
+    ctx: Context
+    domain: Domain
+    candidates: list[Clique]
+    weights: dict[Clique, float]
+    model: Any = None
+    t: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Option:
+    """One thing the exponential mechanism can pick: a clique, and how to answer it."""
+
+    clique: Clique
+    source: str = "private"
+
+
+class AdaptiveSelector:
+    """Template of the adaptive loop; subclasses fill in the hooks. ``loop`` is the generator whose
+    model is refitted every round (default: a graphical model); ``max_model_size`` (MB) caps it."""
+
+    label = "adaptive"
+    free_candidates = True  # candidates inside a clique of the current model are always allowed
+
+    def __init__(self, loop: Any = None, max_model_size: float = 80.0):
+        if max_model_size <= 0:
+            raise ValueError("max_model_size must be positive")
+        self.loop = loop if loop is not None else default_loop()
+        self.max_model_size = float(max_model_size)
+
+    # ------------------------------------------------------------------------- hooks
+    def prepare(self, domain: Domain) -> tuple[list[Clique], dict[Clique, float]]:
+        """(candidate cliques, their weights) for this domain."""
+        raise NotImplementedError
+
+    def initial(self, state: RoundState) -> Any:
+        """Measure what comes before the rounds; return the first model (or None)."""
+        return None
+
+    def plan(self, state: RoundState) -> RoundPlan | None:
+        """The next round's noise, or None to stop."""
+        raise NotImplementedError
+
+    def size_limit(self, state: RoundState, plan: RoundPlan) -> float:
+        raise NotImplementedError
+
+    def score(self, state: RoundState, cands: list[Clique], plan: RoundPlan) -> tuple[list[Option], np.ndarray, float]:
+        """(options, scores, sensitivity) for the exponential mechanism."""
+        raise NotImplementedError
+
+    def act(self, state: RoundState, option: Option, plan: RoundPlan) -> Measurement:
+        """Answer the chosen option (a charged measurement, by default)."""
+        return state.session.measure(option.clique, plan.sigma,
+                                     what=f"{self.label} round {state.t} measure {','.join(option.clique)}")
+
+    def after(self, state: RoundState, option: Option, plan: RoundPlan, before: np.ndarray | None,
+              entry: dict, prev: Any) -> None:
+        """Adjust after a round (AIM's annealing)."""
+
+    def final_selection(self, state: RoundState) -> Selection:
+        s = state.session
+        return Selection(list(s.measurements), s.domain, model=state.model)
+
+    # ------------------------------------------------------------------------- loop
+    def refit(self, state: RoundState) -> Any:
+        s, ctx = state.session, state.ctx
+        return self.loop.generate(s.measurements, s.domain, zeros=ctx.zeros, total=ctx.total, warm=state.model)
+
+    def candidates(self, state: RoundState, limit: float) -> list[Clique]:
+        """Candidates whose measurement keeps the loop model within ``limit`` MB (plus free ones)."""
+        dom = state.domain
+        measured = measured_cliques(state.session, state.ctx.zeros)
+        inside = [set(c) for c in getattr(state.model, "cliques", ())] if self.free_candidates else []
+        out = []
+        for r in state.candidates:
+            if any(set(r) <= c for c in inside):
+                out.append(r)
+                continue
+            size = self.loop.model_size_mb(dom, measured + [r])
+            if size is None or size <= limit:
+                out.append(r)
+        return out
+
+    def run(self, session: MeasurementSession, ctx: Context) -> Selection:
+        dom = session.domain
+        cands, weights = self.prepare(dom)
+        state = RoundState(session, ctx, dom, cands, weights)
+        state.model = self.initial(state)
+        while True:
+            plan = self.plan(state)
+            if plan is None:
+                break
+            state.t += 1
+            limit = self.size_limit(state, plan)
+            cand_t = self.candidates(state, limit)
+            if not cand_t:
+                raise ValueError(f"no candidate fits in {limit:.3g} MB: raise max_model_size")
+            options, scores, sens = self.score(state, cand_t, plan)
+            option = options[session.select(scores, plan.epsilon, sens, what=f"{self.label} round {state.t} select")]
+            m = self.act(state, option, plan)
+            before = state.model.project(option.clique) if state.model is not None else None
+            entry = {"round": state.t, "selected": list(option.clique), "source": option.source,
+                     "sigma": plan.sigma, "epsilon": plan.epsilon, "sensitivity": sens,
+                     "size_limit_mb": limit, "candidates": [list(c) for c in cand_t],
+                     "candidate_weights": [weights.get(c, 0.0) for c in cand_t],
+                     "model_error_selected": (float(np.abs(m.y - before).sum()) if before is not None else None)}
+            prev = state.model
+            state.model = self.refit(state)
+            entry["rho_used"] = session.rho_spent
+            info = getattr(state.model, "info", None)
+            if info is not None:
+                entry.update(estimation_iterations=info.iterations, estimation_seconds=info.seconds)
+            if hasattr(state.model, "size_mb"):
+                entry["model_size_mb"] = state.model.size_mb()
+            session.rounds.append(entry)
+            self.after(state, option, plan, before, entry, prev)
+            ctx.progress(f"{self.label} round {state.t}: {option.source} {','.join(option.clique)}")
+        return self.final_selection(state)

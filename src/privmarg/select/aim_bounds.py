@@ -1,0 +1,129 @@
+"""AIM's a-posteriori error bounds (AIM paper §5, App. B; SPEC §4.5). Post-processing only.
+
+Two cases for a marginal ``r`` in the downward closure of the workload:
+
+* supported (``r`` ⊆ some measured clique): the inverse-variance weighted average ȳ_r of every
+  measurement covering ``r`` is unbiased with N(0, σ̄²) noise per cell, so
+  ‖M_r(D) − ȳ_r‖₁ ≤ σ̄(√(2/π)·n_r + λ√n_r) with probability ≥ 1 − exp(−λ²/2);
+* unsupported: in the last round t where ``r`` was a candidate, the exponential mechanism's utility
+  guarantee and the lower tail of the selected measurement's L1 error bound
+  ‖M_r(D) − M_r(p̂_{t−1})‖₁ (SPEC §4.5, Theorem 4 / Corollary 5).
+
+Either is turned into a bound on ‖M_r(D)/N − s‖₁ for the normalised synthetic marginal s by the
+triangle inequality. Under add/remove N is private: it is replaced by the released estimate N̂ with
+a Gaussian confidence interval (the estimate is an inverse-variance average of noisy totals), which
+takes a tenth of the failure probability.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+_C = math.sqrt(2.0 / math.pi)
+
+
+@dataclass(frozen=True)
+class ErrorBound:
+    attrs: tuple[str, ...]
+    supported: bool
+    round: int | None  # round whose selection supplies the bound (unsupported), else None
+    l1_bound: float  # bound on ‖M(D)/N − M(D̂)/N̂‖₁
+    confidence: float
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["attrs"] = list(self.attrs)
+        return d
+
+
+def _total_interval(measurements, fail: float) -> tuple[float, float]:
+    """(N̂, half-width) of a two-sided (1 − fail) interval for N from the measurements' totals."""
+    num = den = 0.0
+    for m in measurements:
+        if m.query is not None:
+            continue
+        var = m.sigma**2 * m.y.size
+        num += m.y.sum() / var
+        den += 1.0 / var
+    return num / den, float(norm.ppf(1 - fail / 2) / math.sqrt(den))
+
+
+def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None) -> ErrorBound:
+    """See :meth:`privmarg.presets.AIM.error_bound`."""
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be in (0, 1)")
+    dom = mech.domain_
+    r = dom.canonical(attrs)
+    if r not in mech.weights_:
+        raise ValueError(f"{list(attrs)} is not in the downward closure of the workload")
+    beta = 1.0 - confidence
+    n_r = dom.size(r)
+    public_n = mech.public_rows_ is not None
+    beta_n = 0.0 if public_n else beta / 10
+    if public_n:
+        n_hat, dn = float(mech.public_rows_), 0.0
+    else:
+        n_hat, dn = _total_interval(mech.measurements_, beta_n)
+    s = _synthetic_marginal(mech, r, synthetic)  # normalised, sums to 1
+    rs = set(r)
+    covering = [m for m in mech.measurements_ if rs <= set(m.attrs)]
+    if covering:
+        b = beta - beta_n
+        lam = math.sqrt(2 * math.log(1 / b))
+        num, den = np.zeros(n_r), 0.0
+        for m in covering:
+            y = _project_flat(m.y, dom, m.attrs, r)
+            w = n_r / (dom.size(m.attrs) * m.sigma**2)
+            num += w * y
+            den += w
+        ybar, sbar = num / den, math.sqrt(1 / den)
+        a = sbar * (_C * n_r + lam * math.sqrt(n_r)) + np.abs(ybar - n_hat * s).sum()
+        supported, rnd = True, None
+    else:
+        rnd = mech.last_candidate_round_.get(r)
+        if rnd is None:
+            raise ValueError(f"{list(attrs)} was never a candidate: no bound available")
+        entry = mech.log_[rnd - 1]
+        b = (beta - beta_n) / 2
+        lam1, lam2 = math.sqrt(2 * math.log(1 / b)), math.log(1 / b)
+        sig, eps, sens = entry["sigma"], entry["epsilon"], entry["sensitivity"]
+        sel = tuple(entry["selected"])
+        n_sel = dom.size(sel)
+        w_r, w_sel = mech.weights_[r], mech.weights_[sel]
+        em = (2 * sens / eps) * (math.log(len(entry["candidates"])) + lam2)
+        b_r = _C * sig * n_r + (w_sel * (entry["model_error_selected"] - _C * sig * n_sel
+                                         + lam1 * sig * math.sqrt(n_sel)) + em) / w_r
+        prev = mech.round_models_[rnd]
+        a = b_r + np.abs(prev.project(r) - n_hat * s).sum()
+        supported = False
+    bound = (a + dn) / max(n_hat - dn, 1.0)
+    return ErrorBound(attrs=r, supported=supported, round=rnd, l1_bound=float(min(bound, 2.0)),
+                      confidence=confidence)
+
+
+def _project_flat(y, dom, attrs, r) -> np.ndarray:
+    """Sum a flat marginal over ``attrs`` (given order) down to ``r`` (canonical order)."""
+    attrs = tuple(attrs)
+    arr = np.asarray(y).reshape(dom.sizes(attrs))
+    drop = tuple(i for i, a in enumerate(attrs) if a not in set(r))
+    arr = arr.sum(axis=drop) if drop else arr
+    kept = [a for a in attrs if a in set(r)]
+    return np.ascontiguousarray(arr.transpose([kept.index(a) for a in r])).ravel()
+
+
+def _synthetic_marginal(mech, r, synthetic) -> np.ndarray:
+    from ..data import Dataset
+
+    if synthetic is None:
+        synthetic = getattr(mech, "last_sample_", None)
+    if synthetic is None:
+        m = mech.model_.project(r)
+    else:
+        data = synthetic if isinstance(synthetic, Dataset) else Dataset(np.asarray(synthetic), mech.domain_)
+        m = data.project(r)
+    total = m.sum()
+    return m / total if total > 0 else m

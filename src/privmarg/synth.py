@@ -1,0 +1,227 @@
+"""The :class:`Synthesizer`: transforms + a selector + a generator, what a user fits and samples.
+
+``fit`` spends the whole budget once: DP preprocessing of a raw table (its share of the budget),
+then the selector's measurements through one :class:`~privmarg.measure.MeasurementSession`; the
+generator turns them into a model (post-processing). ``sample`` is post-processing and may be
+called any number of times. Randomness: one generator for privacy noise, an independent one for
+everything else (generator seeds, records), both spawned from ``seed``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .core import Domain, Measurement, StructuralZero
+from .data import DataError, Dataset, MarginalSource, MemorySource, read_table
+from .measure import MeasurementSession
+from .privacy import Accountant, cdp_rho, check_neighbour, noise_rngs, preprocess_budget
+from .select.base import Context, Selection
+
+Progress = Callable[[float, float, str], None]  # (rho spent by the run, rho it plans with, message)
+
+
+def as_dataset(data: Any, domain: Any = None, *, drop_unknown: bool = False) -> Dataset:
+    """A Dataset, or a DataFrame / 2-d array of integer codes with a Domain, size dict or domain file."""
+    if isinstance(data, Dataset):
+        return data
+    if domain is None:
+        raise ValueError("a domain is needed to fit integer-coded data")
+    if isinstance(domain, Mapping):
+        domain = Domain.from_dict(domain)
+    elif isinstance(domain, (str, Path)):
+        domain = Domain.from_json(domain)
+    if isinstance(data, (str, Path)):
+        data = read_table(data)
+    if isinstance(data, pd.DataFrame):
+        return Dataset.from_frame(data, domain, drop_unknown=drop_unknown)
+    return Dataset(np.asarray(data), domain)
+
+
+def _is_source(obj: Any) -> bool:
+    return isinstance(obj, MarginalSource) and not isinstance(obj, Dataset)
+
+
+class Synthesizer:
+    """``selector`` (what to measure) + ``generator`` (how to make records; default: a graphical
+    model), under ``epsilon``/``delta`` (or ``rho`` zCDP directly) and ``neighbour``
+    (``"add_remove"``: N private; ``"replace_one"``: N public). ``seed`` makes a run reproducible.
+
+    Privacy: ``fit`` spends exactly the budget (a selector may leave some unspent only where its
+    algorithm says so, e.g. JAM's public choices); ``privacy_report()`` lists every charge.
+    """
+
+    default_neighbour = "add_remove"
+
+    def __init__(self, selector: Any, generator: Any = None, *, epsilon: float | None = 1.0,
+                 delta: float | None = 1e-9, rho: float | None = None, neighbour: str | None = None,
+                 seed: int | None = None, preprocess_share: float = 0.1):
+        from .registry import make_generator
+
+        self.selector = selector
+        self.generator = make_generator(generator)
+        self.epsilon = epsilon
+        self.delta = delta
+        self.rho = rho
+        self.neighbour = check_neighbour(neighbour or self.default_neighbour)
+        self.seed = seed
+        if not 0 < preprocess_share < 1:
+            raise ValueError(f"preprocess_share must be in (0, 1), got {preprocess_share}")
+        self.preprocess_share = float(preprocess_share)
+        self.rho_total = self._calibrate()
+
+    def _calibrate(self) -> float:
+        if self.rho is not None:
+            if not (self.rho > 0 and math.isfinite(self.rho)):
+                raise ValueError(f"rho must be positive and finite, got {self.rho}")
+            return float(self.rho)
+        if self.epsilon is None or not self.epsilon > 0 or not math.isfinite(self.epsilon):
+            raise ValueError(f"epsilon must be positive and finite, got {self.epsilon}")
+        if self.delta is None or not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+        return cdp_rho(self.epsilon, self.delta)
+
+    # ----------------------------------------------------------------------------- fitting
+    def fit(self, data: Any, domain: Any = None, *, public: Any = None, zeros: list[StructuralZero] | None = None,
+            progress: Progress | None = None, drop_unknown: bool = False) -> "Synthesizer":
+        """Spend the whole budget on ``data``; returns ``self``. Once only: a second fit would be a
+        second release, so it is refused (make a new synthesizer).
+
+        ``data``: integer codes over ``domain`` (a Domain, size dict or domain file) as a Dataset,
+        DataFrame, array or file; a :class:`~privmarg.data.MarginalSource` (its own domain); or a raw
+        table (DataFrame or CSV/Parquet path) when ``domain`` is a schema (Schema, dict or file).
+        ``public``: public records over the same domain/schema (for selectors that use them, JAM).
+        ``drop_unknown`` drops data columns the schema/domain does not name (an error otherwise).
+        """
+        from .schema import as_schema
+
+        if hasattr(self, "accountant_"):
+            raise RuntimeError(f"this {type(self).__name__} has already spent its budget on a fit "
+                               f"(rho={self.accountant_.rho_spent:.6g}); a second fit is a second release: "
+                               "create a new one")
+        t0 = time.perf_counter()
+        rho_given = self.rho is not None
+        accountant = Accountant(self.rho_total, self.neighbour, None if rho_given else self.epsilon,
+                                None if rho_given else self.delta)
+        noise_rng, sample_rng = noise_rngs(self.seed)
+        schema = as_schema(domain) if domain is not None and not isinstance(domain, Domain) else None
+        self.schema_, self.encoder_ = schema, None
+        if schema is not None:
+            from .preprocess import TableEncoder
+
+            frame = read_table(data) if isinstance(data, (str, Path)) else data
+            if not isinstance(frame, pd.DataFrame):
+                raise DataError("with a schema, data must be a DataFrame or a CSV/Parquet file")
+            self.encoder_ = TableEncoder(schema, drop_unknown=drop_unknown)
+            rho_pre = preprocess_budget(self.rho_total, self.preprocess_share, schema.needs_dp)
+            source = MemorySource(self.encoder_.fit_encode(frame, accountant, rho_pre, noise_rng))
+        elif _is_source(data):
+            source = data
+        else:
+            source = MemorySource(as_dataset(data, domain, drop_unknown=drop_unknown))
+        pub = None if public is None else self._public_source(public, source.domain, drop_unknown)
+        self.accountant_ = accountant
+        self.sample_rng_ = sample_rng
+        self.domain_ = source.domain
+        self.zeros_ = list(zeros or [])
+        self.rho_preprocess_ = accountant.rho_spent
+        self.rho_available_ = self.rho_total - self.rho_preprocess_
+        # the record count is public only under replace-one
+        self.public_rows_ = int(source.count()) if self.neighbour == "replace_one" else None
+        session = MeasurementSession(source, accountant, noise_rng)
+        report = progress or (lambda spent, total, msg: None)
+        ctx = Context(self.rho_available_, None if self.public_rows_ is None else float(self.public_rows_),
+                      self.zeros_, pub, lambda msg: report(session.rho_spent, self.rho_available_, msg))
+        selection: Selection = self.selector.run(session, ctx)
+        self.selection_ = selection
+        self.measurements_: list[Measurement] = list(selection.released or selection.measurements)
+        self.log_ = session.rounds
+        seed = np.random.SeedSequence(int(sample_rng.integers(2**63)))  # data-independent
+        con = getattr(self.selector, "constraint", None)  # released by the selector, used by the generator
+        extra = {"constraint": con} if con is not None else {}
+        model = self.generator.generate(selection.measurements, selection.domain, zeros=self.zeros_,
+                                        total=ctx.total, warm=selection.model, seed=seed, progress=ctx.progress,
+                                        **extra)
+        self.model_ = selection.lift(model) if selection.lift is not None else model
+        self.fit_seconds_ = time.perf_counter() - t0
+        report(session.rho_spent, self.rho_available_, "done")
+        return self
+
+    def _public_source(self, public: Any, domain: Domain, drop_unknown: bool) -> MemorySource:
+        if _is_source(public):
+            return public
+        if isinstance(public, (str, Path)):
+            public = read_table(public)
+        if self.encoder_ is not None and isinstance(public, pd.DataFrame):
+            data = self.encoder_.encode(public)
+        elif isinstance(public, pd.DataFrame):
+            data = Dataset.from_frame(public, domain, drop_unknown=drop_unknown)
+        else:
+            data = as_dataset(public, domain)
+        if tuple(data.domain.attrs) != tuple(domain.attrs) or tuple(data.domain.shape) != tuple(domain.shape):
+            raise DataError("the public data must have the same domain as the private data")
+        if len(data) == 0:
+            raise DataError("the public data is empty")
+        return MemorySource(data)
+
+    @property
+    def rho_used_(self) -> float:
+        """Budget spent by selection (the accountant's, less preprocessing)."""
+        return self.accountant_.rho_spent - self.rho_preprocess_
+
+    # ---------------------------------------------------------------------------- sampling
+    def _check_fitted(self):
+        if not hasattr(self, "model_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit(data, domain) first")
+
+    def default_rows(self) -> int:
+        """N under replace-one; else the model's own count (a noisy N, or PrivPGD's particles)."""
+        self._check_fitted()
+        own = getattr(self.model_, "default_rows", None)
+        if own is not None:
+            return int(own)
+        return self.public_rows_ if self.public_rows_ is not None else max(1, int(self.model_.total))
+
+    def sample_codes(self, rows: int | None = None) -> np.ndarray:
+        """Synthetic records as integer codes over the fitted domain (post-processing: free)."""
+        self._check_fitted()
+        rows = self.default_rows() if rows is None else int(rows)
+        if rows < 0:
+            raise ValueError("rows must be >= 0")
+        return self.model_.sample(rows, self.sample_rng_)
+
+    def sample(self, rows: int | None = None, *, midpoint: bool = False) -> pd.DataFrame:
+        """A synthetic table (post-processing: free): integer codes over the fitted domain, or, when
+        fitted with a schema, the schema's columns and dtypes (numeric values drawn within their bin,
+        or its midpoint with ``midpoint=True``)."""
+        codes = self.sample_codes(rows)
+        if self.encoder_ is not None:
+            return self.encoder_.decode(codes, self.sample_rng_, midpoint=midpoint)
+        return pd.DataFrame(codes, columns=list(self.domain_.attrs))
+
+    # --------------------------------------------------------------------------- reporting
+    def privacy_report(self) -> dict:
+        """Budget, neighbouring relation and every charge, enough to recompute each rho. ``epsilon``
+        and ``delta`` are the target's when given as such (None when ``rho`` was given); with a delta,
+        ``epsilon_spent`` converts what was actually spent."""
+        self._check_fitted()
+        out = self.accountant_.to_dict()
+        if out["delta"] is not None:
+            out["epsilon_spent"] = self.accountant_.epsilon_spent(out["delta"]) if out["rho_spent"] > 0 else 0.0
+        return out
+
+    def measurements_report(self) -> list[dict]:
+        out = []
+        for m in self.measurements_:
+            row = {"attrs": list(m.attrs), "sigma": None if m.sigma is None else float(m.sigma), "source": m.source}
+            if m.sigma is None and "loss_sigma" in m.meta:
+                row["loss_sigma"] = float(m.meta["loss_sigma"])
+            out.append(row)
+        return out
+
