@@ -2,7 +2,8 @@
 
 The CLI (``--method``, ``--generator`` and their help), ``bench``, the README's method list and the
 contract tests read this table; nothing else lists methods. Targets are ``"module:attribute"``
-strings imported on first use, so naming a torch-based method costs nothing until it runs.
+strings imported on first use, so naming a torch-based method costs nothing until it runs, and the
+table depends on no other module (any layer may look a name up).
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def preset_class(name: str) -> type:
     cached = _COMBINED.get(e.name)
     if cached is not None:
         return cached
-    from .synth import Synthesizer
+    Synthesizer = load("privmarg.synth:Synthesizer")
 
     sel_cls = load(entry("selector", e.selector).target)
     sel_params = set(inspect.signature(sel_cls).parameters)

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.stats import norm
 
+from ..core import Factor
+
 _C = math.sqrt(2.0 / math.pi)
 
 
@@ -76,7 +78,7 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None) -> Er
         lam = math.sqrt(2 * math.log(1 / b))
         num, den = np.zeros(n_r), 0.0
         for m in covering:
-            y = _project_flat(m.y, dom, m.attrs, r)
+            y = Factor.from_flat(dom, m.attrs, m.y).project(r).flat
             w = n_r / (dom.size(m.attrs) * m.sigma**2)
             num += w * y
             den += w
@@ -105,16 +107,6 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None) -> Er
                       confidence=confidence)
 
 
-def _project_flat(y, dom, attrs, r) -> np.ndarray:
-    """Sum a flat marginal over ``attrs`` (given order) down to ``r`` (canonical order)."""
-    attrs = tuple(attrs)
-    arr = np.asarray(y).reshape(dom.sizes(attrs))
-    drop = tuple(i for i, a in enumerate(attrs) if a not in set(r))
-    arr = arr.sum(axis=drop) if drop else arr
-    kept = [a for a in attrs if a in set(r)]
-    return np.ascontiguousarray(arr.transpose([kept.index(a) for a in r])).ravel()
-
-
 def _synthetic_marginal(mech, r, synthetic) -> np.ndarray:
     from ..data import Dataset
 
@@ -123,7 +115,7 @@ def _synthetic_marginal(mech, r, synthetic) -> np.ndarray:
     if synthetic is None:
         m = mech.model_.project(r)
     else:
-        data = synthetic if isinstance(synthetic, Dataset) else Dataset(np.asarray(synthetic), mech.domain_)
-        m = data.project(r)
+        released = synthetic if isinstance(synthetic, Dataset) else Dataset(np.asarray(synthetic), mech.domain_)
+        m = released.project(r)  # the synthetic table: public
     total = m.sum()
     return m / total if total > 0 else m

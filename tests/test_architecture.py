@@ -1,0 +1,42 @@
+"""The shape of the code, checked: imports go one way, and release code never reads rows."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "privmarg"
+
+
+def test_import_layers_contract():
+    pytest.importorskip("importlinter")
+    exe = Path(sys.executable).with_name("lint-imports")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "importlinter.cli"]
+    res = subprocess.run(cmd, cwd=SRC.parents[1], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert "0 broken" in res.stdout
+
+
+# release code: what selects, measures through a session, generates and preprocesses
+RELEASE = ["select", "generate", "preprocess", "schema", "synth.py", "presets.py", "registry.py"]
+# reading rows or counting a table directly; models and factors project freely (they are released)
+ROWS = re.compile(r"\.codes\b(?!_)|\b(data|dataset|private|table|source)\.project\(")
+
+
+def test_release_code_reads_private_data_only_through_a_session():
+    hits = []
+    for part in RELEASE:
+        for path in ([SRC / part] if part.endswith(".py") else sorted((SRC / part).rglob("*.py"))):
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if ROWS.search(line.split("#")[0]):
+                    hits.append(f"{path.relative_to(SRC)}:{n}: {line.strip()}")
+    assert not hits, "\n".join(hits)
+
+
+def test_the_pattern_catches_row_access():
+    assert ROWS.search("x = data.codes[:, 0]") and ROWS.search("y = data.project(r)")
+    assert not ROWS.search("model.project(r)") and not ROWS.search("self.codes_ = c")
