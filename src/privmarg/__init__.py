@@ -7,6 +7,7 @@ from .mechanisms import AIM, JAM, MST, MWEM, Independent, PrivPGD, WithGenerator
 from .preprocess import TableEncoder
 from .privacy import Accountant, BudgetExceededError
 from .schema import Schema
+from . import datasets  # the bundled example tables: privmarg.datasets.load("adult")
 
 __version__ = "0.1.0"
 
