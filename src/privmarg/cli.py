@@ -207,9 +207,11 @@ def _one_line(e: BaseException) -> str:
 
 
 def _register_extensions() -> None:
+    from .cli_datasets import register as register_datasets
     from .evaluation.commands import register
 
     register(app)
+    register_datasets(app)
 
 
 _register_extensions()
