@@ -1,8 +1,8 @@
-# Fresh-machine set-up: `make demo` runs the main job, `make test` runs the suite.
+# Fresh-machine set-up: `make demo` runs the main job, `make test` runs the suite. Both need only
+# this repository: the example tables are bundled in the package (privmarg.datasets).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DATA ?= ../shared/data
 OUTDIR ?= out
 
 .PHONY: venv demo test bench-deps clean
@@ -18,8 +18,8 @@ $(BIN)/.installed: pyproject.toml
 venv: $(BIN)/.installed
 
 demo: venv
-	mkdir -p $(OUTDIR)
-	$(BIN)/privmarg synth $(DATA)/adult/adult.csv --domain $(DATA)/adult/domain.json \
+	$(BIN)/privmarg datasets write adult --output $(OUTDIR)/data --force
+	$(BIN)/privmarg synth $(OUTDIR)/data/adult.csv --domain $(OUTDIR)/data/domain.json \
 	  --method aim --epsilon 1 --delta 1e-9 --workload all-3way --seed 0 \
 	  --output $(OUTDIR)/adult-aim.csv --report $(OUTDIR)/adult-aim-report.json
 	@echo "synthetic table: $(OUTDIR)/adult-aim.csv  report: $(OUTDIR)/adult-aim-report.json"

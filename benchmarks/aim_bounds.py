@@ -19,8 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+from _data import folder  # the bundled datasets, or ../shared/data for fire and salary
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "adult"
+DATA = folder("adult")
 
 
 def main():
@@ -34,7 +36,7 @@ def main():
     from privmarg.evaluation import workload_error
 
     dom = Domain.from_json(DATA / "domain.json")
-    data = Dataset.read(DATA / "adult.csv", dom)
+    data = Dataset.read(DATA / "adult.csv.gz", dom)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = {(r["epsilon"], r["seed"]) for r in map(json.loads, out.read_text().splitlines())} if out.exists() else set()

@@ -20,15 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
+from _data import folder  # the bundled datasets, or ../shared/data for fire and salary
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-FILES = {"adult": "adult.csv", "titanic": "private.csv", "fire": "private.csv.gz", "salary": "private.csv.gz"}
+FILES = {"adult": "adult.csv.gz", "titanic": "private.csv.gz", "fire": "private.csv.gz", "salary": "private.csv.gz"}
 
 
 def load(name):
     from privmarg import Dataset, Domain
 
-    d = DATA / name
+    d = folder(name)
     dom = Domain.from_json(d / "domain.json")
     return Dataset.read(d / FILES[name], dom)
 

@@ -20,12 +20,12 @@ import argparse
 import importlib
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "fire"
+from _data import folder  # the bundled datasets, or ../shared/data for fire and salary
+
+DATA = folder("fire")  # not bundled: ../shared/data/fire
 
 CLIQUES = [
     ("Battalion", "Fire Prevention District"), ("Neighborhooods - Analysis Boundaries", "Supervisor District"),

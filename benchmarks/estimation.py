@@ -19,8 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+from _data import folder  # the bundled datasets, or ../shared/data for fire and salary
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "adult"
+DATA = folder("adult")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 CLIQUES = [("age", "education-num"), ("education-num", "occupation"), ("occupation", "sex", "income>50K"),
@@ -33,7 +35,7 @@ def measurements(sigma=10.0, seed=0):
     from privmarg import Dataset, Domain, Measurement
 
     dom = Domain.from_json(DATA / "domain.json")
-    data = Dataset.read(DATA / "adult.csv", dom)
+    data = Dataset.read(DATA / "adult.csv.gz", dom)
     rng = np.random.default_rng(seed)
     ms = [Measurement((a,), data.project([a]) + rng.normal(0, sigma, dom[a]), sigma) for a in dom.attrs]
     ms += [Measurement(c, data.project(c) + rng.normal(0, sigma, dom.size(c)), sigma) for c in CLIQUES]

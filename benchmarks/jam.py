@@ -1,7 +1,7 @@
 """JAM-PGM vs AIM (no public data) vs the public data alone: workload error (issue #5).
 
-Data: /work/shared/data/adult-public-split (private.csv with each of public-025/050/075/100.csv) and
-/work/shared/data/titanic (private.csv, public.csv). Workload: all 3-way marginals; δ = 1e-9;
+Data (bundled, privmarg.datasets): adult-public-split (private with each of public-025/050/075/100)
+and titanic (private, public). Workload: all 3-way marginals; δ = 1e-9;
 both mechanisms under replace-one neighbours (JAM's relation; AIM with its replace-one
 sensitivities, as in the JAM paper's comparison). Error: AIM's workload error, the mean over the
 workload of ‖M_r(D)/N − M_r(D̂)/N̂‖₁ (privmarg.evaluation.workload_error). "public" is the public
@@ -26,13 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
+from _data import folder  # the bundled datasets, or ../shared/data for fire and salary
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-ADULT = DATA / "adult-public-split"
-TITANIC = DATA / "titanic"
+ADULT = folder("adult-public-split")
+TITANIC = folder("titanic")
 DATASETS = {
-    **{f"adult-{p}": (ADULT, "private.csv", f"public-{p}.csv") for p in ("025", "050", "075", "100")},
-    "titanic": (TITANIC, "private.csv", "public.csv"),
+    **{f"adult-{p}": (ADULT, "private.csv.gz", f"public-{p}.csv.gz") for p in ("025", "050", "075", "100")},
+    "titanic": (TITANIC, "private.csv.gz", "public.csv.gz"),
 }
 EPSILONS = [0.1, 0.3, 1.0, 3.0]
 METHODS = ["jam", "aim"]

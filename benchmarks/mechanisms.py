@@ -24,8 +24,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from _data import folder  # the bundled datasets, or ../shared/data for fire and salary
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "adult"
+DATA = folder("adult")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
@@ -33,7 +35,7 @@ def load():
     from privmarg import Dataset, Domain
 
     dom = Domain.from_json(DATA / "domain.json")
-    return dom, Dataset.read(DATA / "adult.csv", dom)
+    return dom, Dataset.read(DATA / "adult.csv.gz", dom)
 
 
 def run_privmarg(method, data, eps, seed):

@@ -41,8 +41,10 @@ from pathlib import Path
 
 import numpy as np
 
+from _data import folder  # the bundled datasets, or ../shared/data for fire and salary
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "adult"
+DATA = folder("adult")
 METHODS = ("privpgd", "aim", "mst", "aim+privpgd")
 LEGACY = ("privpgd-mask0.8",)  # earlier default (80% gradient masking), kept in the results file
 METRICS = ("sw1_2way", "tv_2way", "covariance_error", "counting_query_error", "thresholding_query_error")
@@ -52,7 +54,7 @@ def load():
     from privmarg import Dataset, Domain
 
     dom = Domain.from_json(DATA / "domain.json")
-    return Dataset.read(DATA / "adult.csv", dom)
+    return Dataset.read(DATA / "adult.csv.gz", dom)
 
 
 def _rss_mb() -> float:

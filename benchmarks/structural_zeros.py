@@ -25,8 +25,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from _data import folder  # the bundled datasets, or ../shared/data for fire and salary
+
 ROOT = Path(__file__).resolve().parents[1]
-FIRE = ROOT.parent / "shared" / "data" / "fire"
+FIRE = folder("fire")  # not bundled: ../shared/data/fire
 PAIRS = [  # (child, parent): the child determines the parent in the public split
     ("Priority", "Final Priority"),
     ("Station Area", "City"),

@@ -82,6 +82,15 @@ def keys(path):
 # -------------------------------------------------------------------------------------------
 # config, split, registry
 # -------------------------------------------------------------------------------------------
+def test_bench_names_missing_data_files_before_running(data_dir):
+    (data_dir / "data.csv").unlink()  # e.g. fire or salary, which are not bundled
+    r = CliRunner().invoke(app, ["bench", str(write_config(data_dir, {"independent": {}}))])
+    text = r.output.strip()
+    assert r.exit_code == 2 and len(text.splitlines()) == 1, text
+    assert "datasets.toy: " in text and "data.csv" in text and "domain.json" not in text
+    assert not (data_dir / "out").exists()
+
+
 def test_config_cells_and_errors(data_dir):
     p = write_config(data_dir, {"independent": {"params": {"iters": 50}}, "mst": {}}, epsilons=[0.5, 1],
                      seeds=[0, 1, 2], baseline=True)

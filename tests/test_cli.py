@@ -2,16 +2,15 @@
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from privmarg import datasets
 from privmarg.cli import app
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 runner = CliRunner()
 
 
@@ -121,13 +120,13 @@ def test_adult_end_to_end_aim_beats_mst_and_independent(tmp_path):
     from privmarg.evaluation import workload_error
     from privmarg.core import all_kway
 
-    dom_path = DATA / "adult" / "domain.json"
+    table, dom_path = datasets.path("adult") / "adult.csv.gz", datasets.path("adult") / "domain.json"
     dom = Domain.from_json(dom_path)
-    real = Dataset.read(DATA / "adult" / "adult.csv", dom)
+    real = Dataset.read(table, dom)
     errs = {}
     for method in ("aim", "mst", "independent"):
         out = tmp_path / f"{method}.csv"
-        r = run("synth", DATA / "adult" / "adult.csv", "--domain", dom_path, "--method", method, "--epsilon", 1,
+        r = run("synth", table, "--domain", dom_path, "--method", method, "--epsilon", 1,
                 "--delta", 1e-9, "--workload", "all-3way", "--seed", 0, "--output", out)
         assert r.exit_code == 0, r.output
         errs[method] = workload_error(real, Dataset.read(out, dom), all_kway(dom, 3))

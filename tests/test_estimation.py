@@ -3,18 +3,14 @@
 import functools
 import importlib
 import itertools
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from privmarg import Dataset, Domain, Measurement, StructuralZero, estimate, model_size_mb
+from privmarg import Dataset, Domain, Measurement, StructuralZero, datasets, estimate, model_size_mb
 from privmarg.generate.pgm import loss_of
 
 estimation_module = importlib.import_module("privmarg.generate.pgm.estimate")
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 # brute-force helpers over the full joint table ---------------------------------------------------
@@ -226,9 +222,7 @@ def test_structural_zeros_stay_zero_in_model_and_samples():
 
 
 def _adult():
-    df = pd.read_csv(DATA / "adult" / "adult.csv")
-    dom = Domain.from_json(DATA / "adult" / "domain.json")
-    return Dataset.from_frame(df, dom)
+    return Dataset.from_frame(*datasets.load("adult"))
 
 
 def test_synthetic_counts_match_model_on_every_clique():
@@ -284,10 +278,9 @@ def test_precond_does_not_saturate_on_a_dominant_cell():
     # empty) next to a noisy income marginal, equal weights (JAM's round 2): an unclipped Newton-like
     # step put all the mass on the big cell (potential ~900) and both optimisers stalled there, 1000x
     # above the optimum
-    folder = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult-public-split"
-    dom = Domain.from_json(folder / "domain.json")
-    private = Dataset.read(folder / "private.csv", dom)
-    public = Dataset.read(folder / "public-050.csv", dom)
+    private = Dataset.from_frame(*datasets.load("adult-public-split"))
+    public = Dataset.from_frame(*datasets.load("adult-public-split", table="public-050"))
+    dom = private.domain
     N = float(len(private))
     rng = np.random.default_rng(0)
     ms = [Measurement(("income>50K",), private.project(("income>50K",)) + rng.normal(0, 159, 2), 159.0, weight=1.0),

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from privmarg import AIM, MST, Independent
+from privmarg import AIM, MST, Independent, datasets
 from privmarg.cli import app
 from privmarg.data import ColumnCounts, DataError, read_table
 from privmarg.measure import MeasurementSession
@@ -18,9 +18,6 @@ from privmarg.preprocess import TableEncoder, privtree_edges, privtree_parameter
 from privmarg.privacy import Accountant, BudgetExceededError
 from privmarg.schema import Schema, load_schema
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-EXAMPLES = ROOT / "examples"
 runner = CliRunner()
 
 SCHEMA = {"columns": {
@@ -410,9 +407,8 @@ def test_cli_synth_with_schema_parquet_in_csv_out(tmp_path):
 
 
 # ----------------------------------------------------------------------------- end to end on raw data
-HMEQ = DATA / "hmeq" / "hmeq.csv"
-PUMS = DATA / "pums-sample" / "pums.csv"
-E2E = [(HMEQ, EXAMPLES / "hmeq.schema.json", False), (PUMS, EXAMPLES / "pums.schema.json", True)]
+HMEQ, PUMS = datasets.path("hmeq"), datasets.path("pums")
+E2E = [(HMEQ / "hmeq.csv.gz", HMEQ / "schema.json", False), (PUMS / "pums.csv.gz", PUMS / "schema.json", True)]
 
 
 def _fast(cls, schema: Schema) -> dict:
@@ -440,7 +436,6 @@ def _check_synthetic(raw: pd.DataFrame, syn: pd.DataFrame, schema: Schema) -> No
             assert rate_syn == 0
 
 
-@pytest.mark.skipif(not HMEQ.exists() or not PUMS.exists(), reason="shared data not available")
 @pytest.mark.parametrize("cls", [AIM, MST], ids=["aim", "mst"])
 @pytest.mark.parametrize("data, schema_path, drop", E2E, ids=["hmeq", "pums"])
 def test_end_to_end_raw_tables(cls, data, schema_path, drop):
@@ -455,7 +450,6 @@ def test_end_to_end_raw_tables(cls, data, schema_path, drop):
     _check_synthetic(raw, m.sample(), schema)
 
 
-@pytest.mark.skipif(not HMEQ.exists() or not PUMS.exists(), reason="shared data not available")
 @pytest.mark.parametrize("data, schema_path, drop", E2E, ids=["hmeq", "pums"])
 def test_end_to_end_privpgd(data, schema_path, drop):
     pytest.importorskip("torch")

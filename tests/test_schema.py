@@ -1,20 +1,19 @@
 """Public schemas: parsing, validation errors, the memory guard, drafting (issue #6)."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from privmarg import datasets
 from privmarg.cli import app
 from privmarg.data import DataError
 from privmarg.schema import (
     DRAFT_WARNING, MAX_MARGINAL_CELLS, Schema, SchemaError, as_schema, draft_schema, load_schema, value_key,
 )
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 ISSUE_SCHEMA = {"columns": {
     "age": {"type": "integer", "min": 0, "max": 100},
@@ -64,11 +63,11 @@ def test_load_json_and_yaml_and_as_schema(tmp_path):
     assert as_schema(tmp_path / "d.json") is None
 
 
-def test_examples_load():
-    for name in ("hmeq.schema.json", "pums.schema.json"):
-        s = load_schema(EXAMPLES / name)
-        assert len(s) >= 6
-    assert "pid" not in load_schema(EXAMPLES / "pums.schema.json")
+def test_bundled_schemas_load():
+    for name in ("hmeq", "pums"):
+        s = load_schema(datasets.path(name) / "schema.json")
+        assert len(s) >= 6 and s == datasets.load(name).domain
+    assert "pid" not in load_schema(datasets.path("pums") / "schema.json")
 
 
 @pytest.mark.parametrize("spec, words", [

@@ -15,6 +15,7 @@ from .presets import AIM, JAM, MST, MWEM, Independent, PrivPGD
 from .privacy import Accountant, BudgetExceededError
 from .schema import Schema
 from .synth import Synthesizer
+from . import datasets  # the bundled example tables: privmarg.datasets.load("adult")
 
 __version__ = "0.1.0"
 

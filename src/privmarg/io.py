@@ -46,6 +46,14 @@ def write_text(text: str, path: str | Path) -> None:
     _atomic(Path(path), w)
 
 
+def write_bytes(data: bytes, path: str | Path) -> None:
+    def w(tmp):
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+
+    _atomic(Path(path), w)
+
+
 def write_json(obj: Any, path: str | Path) -> None:
     def w(tmp):
         with open(tmp, "w") as fh:

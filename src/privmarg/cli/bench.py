@@ -39,6 +39,11 @@ def bench_cmd(
         for p in write_summary(cfg):
             err.print(f"wrote {p}")
         return
+    missing = [f"datasets.{ds.name}: {p}" for ds in cfg.datasets for p in (ds.data, ds.domain, ds.test)
+               if p is not None and not Path(p).exists()]
+    if missing:  # say so before any worker starts, not once per cell
+        _fail(f"input file(s) not found: {'; '.join(missing)} (privmarg bundles only the tables listed by "
+              "`privmarg datasets`; others, such as fire and salary, must be provided)")
     outcome = run_benchmark(cfg, workers=workers, console=err)
     err.print(f"finished {outcome.finished} cell(s) this run; {outcome.already_done} were already done"
               + (f"; skipped methods: {', '.join(outcome.skipped)}" if outcome.skipped else ""))

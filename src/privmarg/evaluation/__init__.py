@@ -1,6 +1,6 @@
-"""Utility metrics of synthetic tables, the evaluation report and the CLI commands behind them.
+"""Utility metrics of synthetic tables, the evaluation report.
 
-Metrics take ``(real, synthetic)`` :class:`~privmarg.dataset.Dataset` objects on one domain; see
+Metrics take ``(real, synthetic)`` :class:`~privmarg.data.Dataset` objects on one domain; see
 :mod:`privmarg.evaluation.metrics` (marginal, geometric and query metrics), :mod:`.ml` (ML
 efficacy) and :mod:`.report` (all of them at once, JSON + HTML).
 """

@@ -1,7 +1,7 @@
 """Metrics comparing a real and a synthetic table over the same domain (SPEC §2, §11).
 
-Every function takes two :class:`~privmarg.dataset.Dataset` objects on the same
-:class:`~privmarg.domain.Domain` (``real`` first) and returns a float (lower is better) unless stated.
+Every function takes two :class:`~privmarg.data.Dataset` objects on the same
+:class:`~privmarg.core.Domain` (``real`` first) and returns a float (lower is better) unless stated.
 The tables may have different numbers of rows: every statistic is computed on each table's own
 empirical distribution (counts divided by the table's own size).
 

@@ -1,7 +1,7 @@
 """Raw tables ↔ integer codes: validation, binning, rare merging, decoding (issue #6, SPEC §9).
 
-:class:`TableEncoder` turns a mixed-type DataFrame into a :class:`~privmarg.dataset.Dataset` over a
-:class:`~privmarg.domain.Domain` fixed by the public :class:`~privmarg.schema.Schema` and, only where
+:class:`TableEncoder` turns a mixed-type DataFrame into a :class:`~privmarg.data.Dataset` over a
+:class:`~privmarg.core.Domain` fixed by the public :class:`~privmarg.schema.Schema` and, only where
 the schema asks for them, by DP preprocessing steps charged to the caller's accountant:
 
 * numeric/datetime columns: uniform bins on the public bounds (free) or PrivTree bins (DP);

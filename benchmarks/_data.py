@@ -1,0 +1,27 @@
+"""Where the benchmark scripts find their data.
+
+adult, adult-public-split and titanic are bundled with privmarg (``privmarg.datasets``). fire and
+salary are not (larger, and only the benchmarks use them): they are read from ``../shared/data/NAME``
+beside the repository, a folder with ``domain.json``, ``private.csv.gz`` and ``public.csv``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def folder(name: str) -> Path:
+    """The folder of dataset ``name``: the bundled copy if there is one, else ``../shared/data/NAME``;
+    exits with a message saying what is missing when neither exists."""
+    from privmarg import datasets
+
+    if name in datasets.names():
+        return datasets.path(name)
+    path = SHARED / name
+    if not (path / "domain.json").is_file():
+        raise SystemExit(f"{path}: not found. The {name!r} dataset is not bundled with privmarg (bundled: "
+                         f"{', '.join(datasets.names())}); put its folder (domain.json, private.csv.gz, "
+                         "public.csv) there to run this benchmark.")
+    return path
