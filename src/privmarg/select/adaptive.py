@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import Domain, Measurement
+from ..core import Domain, Measurement, downward_closure, parse_workload
 from ..measure import MeasurementSession
 from ..privacy import RoundPlan
 from .base import Clique, Context, Selection, default_loop, measured_cliques
@@ -145,3 +145,15 @@ class AdaptiveSelector:
             self.after(state, option, plan, before, entry, prev)
             ctx.progress(f"{self.label} round {state.t}: {option.source} {','.join(option.clique)}")
         return self.final_selection(state)
+
+
+class ClosureCandidates:
+    """Candidates = the downward closure of ``self.workload`` with AIM's weights (AIM, JAM)."""
+
+    def supporting_cliques(self, domain: Domain) -> list[Clique]:
+        return list(downward_closure(parse_workload(self.workload, domain), domain))
+
+    def prepare(self, domain: Domain):
+        self.workload_ = parse_workload(self.workload, domain)
+        weights = downward_closure(self.workload_, domain)
+        return list(weights), weights

@@ -6,13 +6,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core import Domain, downward_closure, parse_workload
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
-from .adaptive import SQRT_2_OVER_PI, AdaptiveSelector, Option, RoundState
+from .adaptive import SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState
 from .base import Selection, check_fraction, check_rounds
 
 
-class AIMSelector(AdaptiveSelector):
+class AIMSelector(ClosureCandidates, AdaptiveSelector):
     """Measure every 1-way marginal, then rounds of: pick the workload marginal (downward closure,
     AIM weights) whose model error most exceeds its expected noise, measure it; halve σ when a
     measurement barely moves the model; spend the last of the budget in one round.
@@ -32,14 +31,6 @@ class AIMSelector(AdaptiveSelector):
         self.workload = workload
         self.rounds = check_rounds("rounds", rounds)
         self.alpha = check_fraction("alpha", alpha)
-
-    def supporting_cliques(self, domain: Domain) -> list[tuple[str, ...]]:
-        return list(downward_closure(parse_workload(self.workload, domain), domain))
-
-    def prepare(self, domain: Domain):
-        self.workload_ = parse_workload(self.workload, domain)
-        weights = downward_closure(self.workload_, domain)
-        return list(weights), weights
 
     def initial(self, state: RoundState):
         s, dom = state.session, state.domain

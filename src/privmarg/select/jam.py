@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core import Domain, Measurement, downward_closure, parse_workload
+from ..core import Measurement
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
-from .adaptive import SQRT_2_OVER_PI, AdaptiveSelector, Option, RoundState
+from .adaptive import SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState
 from .base import check_fraction, check_rounds
 
 WEIGHTINGS = ("equal", "mle", "inv_sigma")
@@ -28,7 +28,7 @@ def _weight(sigma: float, weighting: str) -> float:
     return 1.0
 
 
-class JAMSelector(AdaptiveSelector):
+class JAMSelector(ClosureCandidates, AdaptiveSelector):
     """``rounds`` T selections; round ``t`` has ``ρ_t = (ρ − ρ_used)/(T − t)``, ``alpha`` of it for the
     selection (always charged, score sensitivity 4: a difference of two terms that each move by 2
     under replace-one) and the rest for a private measurement (Δ₂ = √2), charged only when chosen.
@@ -51,14 +51,6 @@ class JAMSelector(AdaptiveSelector):
         if weighting not in WEIGHTINGS:
             raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
         self.weighting = weighting
-
-    def supporting_cliques(self, domain: Domain) -> list[tuple[str, ...]]:
-        return list(downward_closure(parse_workload(self.workload, domain), domain))
-
-    def prepare(self, domain: Domain):
-        self.workload_ = parse_workload(self.workload, domain)
-        weights = downward_closure(self.workload_, domain)
-        return list(weights), weights
 
     def initial(self, state: RoundState):
         s, ctx = state.session, state.ctx
