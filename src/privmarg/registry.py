@@ -48,6 +48,8 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.presets:PrivPGD", flags=_f("torch", "replace_one")),
     Entry("jam", "preset", "JAM-PGM: private measurement or public proxy per round (needs --public)",
           "privmarg.presets:JAM", flags=_f("workload", "adaptive", "public", "replace_one")),
+    Entry("privbayes", "preset", "PrivBayes: greedy degree-k Bayesian network + Private-PGM",
+          "privmarg.presets:PrivBayes", selector="privbayes", generator="pgm"),
     # selectors
     Entry("aim", "selector", "AIM's adaptive selection", "privmarg.select.aim:AIMSelector",
           flags=_f("workload", "adaptive")),
@@ -58,6 +60,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("kway", "selector", "all k-way marginals (PrivPGD's selection)", "privmarg.select.kway:KWaySelector"),
     Entry("jam", "selector", "JAM's joint private/public selection", "privmarg.select.jam:JAMSelector",
           flags=_f("workload", "adaptive", "public", "replace_one")),
+    Entry("privbayes", "selector", "PrivBayes's greedy Bayesian network (exponential mechanism)",
+          "privmarg.select.privbayes:PrivBayesSelector"),
     # generators
     Entry("pgm", "generator", "graphical model (Private-PGM): mirror descent on a junction tree",
           "privmarg.generate.pgm:PGM"),

@@ -1,0 +1,168 @@
+"""PrivBayes's selection (Zhang, Cormode, Procopiuc, Srivastava, Xiao 2017): a degree-k Bayesian
+network chosen greedily with the exponential mechanism, then its conditional marginals measured.
+
+The original releases the network's conditionals with Laplace noise and samples them ancestrally;
+here the marginals ``Π ∪ {X}`` of the network are measured with the Gaussian mechanism (zCDP) and
+any generator (by default Private-PGM) fits a model to them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ..core import Domain
+from ..privacy import check_neighbour, even_epsilon, even_sigma, marginal_l2
+from .base import Context, Selection, check_fraction
+
+Clique = tuple[str, ...]
+MB = 2**20
+
+
+def dependence_score(counts: np.ndarray) -> float:
+    """PrivBayes's score R (paper §4.3, for non-binary domains) in record counts, doubled:
+    ``S = ‖C − a bᵀ/N‖₁`` for the joint counts ``C`` of X (rows) and the parent set Π (columns),
+    ``a``, ``b`` their margins and ``N`` the total; ``S = 2N·R``. 0 means X independent of Π; at
+    most 2N. Private (exact counts): it may leave a selector only through the exponential mechanism.
+    """
+    c = np.asarray(counts, dtype=np.float64)
+    if c.ndim != 2:
+        raise ValueError("counts must be a 2-d table (X values × parent configurations)")
+    n = c.sum()
+    if n <= 0:
+        return 0.0
+    return float(np.abs(c - np.outer(c.sum(axis=1), c.sum(axis=0)) / n).sum())
+
+
+def dependence_sensitivity(neighbour: str) -> float:
+    """Sensitivity of :func:`dependence_score` between neighbouring datasets: 4 (add/remove), 6
+    (replace-one); in record counts, for any table shape and any N (N itself need not be public).
+
+    Add/remove, one record added at cell (i, j) of a table with total N ≥ 1 (N = 0 gives S = 0
+    on both sides): the change of ``C − abᵀ/N`` is exactly the rank-one matrix
+    ``(N eᵢ − a)(N eⱼ − b)ᵀ / (N(N+1))``, whose L1 norm is
+    ``2(N − aᵢ)·2(N − bⱼ)/(N(N+1)) ≤ 4N/(N+1) < 4``; S changes by at most that (triangle inequality).
+    Replace-one (N fixed), a record moved, ``u``/``v`` the changes of ``a``/``b`` (L1 ≤ 2 each):
+    ``Δ(C − abᵀ/N) = [ΔC − uvᵀ/N] − (avᵀ + ubᵀ)/N``; the bracket has L1 ≤ 2 and the rest
+    ``(‖a‖₁‖v‖₁ + ‖u‖₁‖b‖₁)/N ≤ 4``, so 6 (the paper's 3/n for R = S/(2N)).
+    """
+    return 4.0 if check_neighbour(neighbour) == "add_remove" else 6.0
+
+
+class PrivBayesSelector:
+    """A Bayesian network of degree ≤ ``degree`` (PrivBayes's GreedyBayes), then its marginals.
+
+    Structure (share ``select_share`` of ``ctx.rho``, even over the d−1 steps): the first attribute
+    is drawn uniformly at random (data-independent, as in the paper; from a generator seeded by one
+    draw of the session's generator). At each next step the candidates are every attribute X not
+    yet in the network with every parent set Π of the attributes already in it, ``|Π| ≤ degree``
+    (the empty set included); one pair is chosen with the exponential mechanism on the score
+    ``dependence_score(X; Π) − theta·σ̄·|dom(Π ∪ X)|`` (sensitivity :func:`dependence_sensitivity`).
+    The score is the paper's R (its choice for non-binary attributes: mutual information's
+    sensitivity grows like log(N)/N, which needs N public; R's does not, so it serves both
+    neighbour relations). The penalty is the paper's θ-usefulness (a noisy marginal is useful when
+    its counts per cell exceed θ times the noise) made into a price: a marginal's expected L1 noise
+    grows like σ·cells while S is the L1 dependence it captures, so large-domain parent sets win
+    only when the dependence pays for their noise; the degree adapts per attribute (the paper's
+    maximal parent sets) without knowing N. ``σ̄`` is the planned noise of each measurement
+    (``max(1, d − degree)`` of them, the paper's count); ``theta`` = 0 is the plain R score.
+    Candidates whose marginal would take the junction tree of all chosen marginals above
+    ``max_model_size`` MB (2**20 bytes of float64 cells) are left out (a public rule, so that the
+    graphical model stays tractable); the empty parent set always fits.
+
+    Measurement (the rest of ``ctx.rho``, exactly): the marginals ``Π ∪ {X}`` of every node that
+    are not inside another node's (the paper's d − k for a full-degree network), each with the
+    same Gaussian noise σ (Δ₂ = 1 or √2).
+
+    Privacy: exactly ``ctx.rho``: d−1 exponential mechanisms of ε²/8 each (ε from
+    ``select_share·ρ``) and m Gaussian marginals of Δ₂²/(2σ²) each. The network is in
+    ``Selection.extra["network"]`` as ``[(attribute, parents), ...]`` in the order chosen.
+    """
+
+    name = "privbayes"
+
+    def __init__(self, degree: int = 2, theta: float = 4.0, select_share: float = 0.3,
+                 max_model_size: float = 25.0):
+        if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
+            raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
+        if not (theta >= 0 and math.isfinite(theta)):
+            raise ValueError(f"theta must be finite and >= 0, got {theta!r}")
+        if not (max_model_size > 0):
+            raise ValueError(f"max_model_size must be positive, got {max_model_size!r}")
+        self.degree = degree
+        self.theta = float(theta)
+        self.select_share = check_fraction("select_share", select_share)
+        self.max_model_size = float(max_model_size)
+
+    def supporting_cliques(self, domain: Domain) -> list[Clique]:
+        # every Π ∪ {X} with |Π| ≤ degree, less those too large for the model on their own
+        cap = self.max_model_size * MB / 8
+        return [c for k in range(1, min(self.degree + 1, len(domain)) + 1)
+                for c in itertools.combinations(domain.attrs, k) if domain.size(c) <= cap]
+
+    def run(self, session, ctx: Context) -> Selection:
+        dom = session.domain
+        attrs, d = list(dom.attrs), len(dom)
+        l2 = marginal_l2(session.neighbour)
+        # the root: data-independent; its own generator so the noise stream is drawn once for it
+        root = attrs[int(np.random.default_rng(session.rng.integers(2**63)).integers(d))]
+        network: list[tuple[str, Clique]] = [(root, ())]
+        if d > 1:
+            network = self._structure(session, ctx, root)
+        nodes = [dom.canonical(p + (x,)) for x, p in network]
+        cliques = [c for i, c in enumerate(nodes)
+                   if not any(set(c) < set(o) or (c == o and j < i) for j, o in enumerate(nodes))]
+        sigma = even_sigma(ctx.rho - session.rho_spent, len(cliques), l2)
+        for c in cliques:
+            session.measure(c, sigma, what=f"PrivBayes marginal {','.join(c)}")
+        ctx.progress("PrivBayes: done")
+        return Selection(list(session.measurements), dom,
+                         extra={"network": [(x, list(p)) for x, p in network], "sigma": sigma})
+
+    def _structure(self, session, ctx: Context, root: str) -> list[tuple[str, Clique]]:
+        from ..generate.pgm.junction_tree import model_size_mb  # late: generate sits beside select
+
+        dom = session.domain
+        d = len(dom)
+        l2 = marginal_l2(session.neighbour)
+        rho_sel = self.select_share * ctx.rho
+        eps = even_epsilon(rho_sel, d - 1)
+        sens = dependence_sensitivity(session.neighbour)
+        sigma_plan = even_sigma(ctx.rho - rho_sel, max(1, d - self.degree), l2)
+        cap = self.max_model_size * MB / 8
+        network: list[tuple[str, Clique]] = [(root, ())]
+        chosen: list[Clique] = [(root,)]
+        scores: dict[tuple[str, Clique], float] = {}  # private: used only as EM scores below
+        for step in range(1, d):
+            placed = {x for x, _ in network}
+            inside = [a for a in dom.attrs if a in placed]
+            cands: list[tuple[str, Clique]] = []
+            sizes: dict[Clique, bool] = {}
+            for x in dom.attrs:
+                if x in inside:
+                    continue
+                for k in range(min(self.degree, len(inside)) + 1):
+                    for par in itertools.combinations(inside, k):
+                        c = dom.canonical(par + (x,))
+                        fits = sizes.get(c)
+                        if fits is None:
+                            fits = sizes[c] = k == 0 or (
+                                dom.size(c) <= cap and model_size_mb(dom, chosen + [c]) <= self.max_model_size)
+                        if fits:
+                            cands.append((x, par))
+            todo = [(x, p) for x, p in cands if p and (x, p) not in scores]
+            if todo:
+                tabs = session.answers([p + (x,) for x, p in todo])
+                for (x, p), t in zip(todo, tabs):
+                    # the answer is flat over (Π..., X): rows Π configurations, columns X values
+                    scores[(x, p)] = dependence_score(t.reshape(dom.size(p), dom[x]).T)
+                session.forget()  # the scores are kept; the tables are not needed again
+            q = np.array([scores.get((x, p), 0.0) - self.theta * sigma_plan * dom.size(p + (x,))
+                          for x, p in cands])
+            x, par = cands[session.select(q, eps, sens, what=f"PrivBayes step {step}")]
+            network.append((x, par))
+            chosen.append(dom.canonical(par + (x,)))
+            ctx.progress(f"PrivBayes: {x} | {','.join(par) or '-'}")
+        return network
