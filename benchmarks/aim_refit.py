@@ -45,7 +45,7 @@ def main():
 
     from privmarg import AIM, Dataset
     from privmarg.evaluation import workload_error
-    from privmarg.workload import parse_workload
+    from privmarg.core import parse_workload
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,7 @@ def main():
     dom = data.domain
     mech = AIM(args.epsilon, 1e-5, workload="all-2way", seed=args.seed, refit_method="precond").fit(data)
     ms = mech.measurements_
+    total = None if mech.public_rows_ is None else float(mech.public_rows_)  # public N under replace-one
     d = len(dom)
     rounds = len(ms) - d if args.rounds is None else min(args.rounds, len(ms) - d)
     print(f"{args.dataset} ε={args.epsilon:g}: {len(ms) - d} rounds, replaying {rounds}; final model "
@@ -40,14 +41,14 @@ def main():
     res = {}
     for method in ("precond", "md"):
         t = time.process_time()
-        model = estimate(dom, ms[:d], total=mech.total_, iters=mech.iters, tol=mech.tol)
+        model = estimate(dom, ms[:d], total=total, iters=mech.iters, tol=mech.tol)
         losses, evals = [], 0
         for k in range(d + 1, d + rounds + 1):
-            model = estimate(dom, ms[:k], total=mech.total_, iters=mech.iters, tol=mech.tol,
+            model = estimate(dom, ms[:k], total=total, iters=mech.iters, tol=mech.tol,
                              warm=model.potentials, step=model.step_size, method=method)
             losses.append(model.info.loss)
             evals += model.info.evaluations
-        final = estimate(dom, ms[:d + rounds], total=mech.total_, iters=mech.final_iters, tol=mech.tol / 10,
+        final = estimate(dom, ms[:d + rounds], total=total, iters=mech.final_iters, tol=mech.tol / 10,
                          warm=model.potentials, step=model.step_size, method=method)
         res[method] = {"cpu_s": time.process_time() - t, "evaluations": evals + final.info.evaluations,
                        "losses": np.array(losses), "final_loss": final.info.loss}

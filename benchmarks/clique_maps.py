@@ -59,7 +59,7 @@ def fire_measurements(cliques, sigma=50.0, seed=0):
 def main():
     from privmarg import model_size_mb
 
-    est = importlib.import_module("privmarg.estimation.estimate")
+    est = importlib.import_module("privmarg.generate.pgm.estimate")
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=40)
     ap.add_argument("--reps", type=int, default=3)

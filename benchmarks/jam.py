@@ -80,7 +80,7 @@ def main():
     args = ap.parse_args()
 
     from privmarg.evaluation import workload_error
-    from privmarg.workload import parse_workload
+    from privmarg.core import parse_workload
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -72,7 +72,7 @@ def main():
 
     from privmarg import Dataset
     from privmarg.evaluation import workload_error
-    from privmarg.workload import all_kway
+    from privmarg.core import all_kway
 
     dom, data = load()
     wl = all_kway(dom, 3)

@@ -7,7 +7,8 @@ fast CPU profile: N particles, 200 epochs, projection with 32 fixed directions a
 see ``PrivPGDGenerator``), or with ``--paper`` the paper's hyperparameters (100k particles, 1000
 epochs, batches of 5, 10 directions, 80% masking; projection 1750 iterations × 200 fresh
 directions). ``--particles/--epochs/--proj-iters`` override single settings. Optionally
-``aim+privpgd``: AIM's selected measurements turned into records by PrivPGD (``WithGenerator``).
+``aim+privpgd``: AIM's selected measurements turned into records by PrivPGD
+(``AIM(..., generator=PrivPGDGenerator(...))``).
 
 Metrics (privmarg.evaluation.metrics; same query sets for every method, metric seed 0): average
 2-way SW1 and TV, covariance error, 3-sparse counting and thresholding query errors (relative, 200
@@ -62,7 +63,7 @@ def _rss_mb() -> float:
 
 
 def generator_kwargs(args) -> dict:
-    from privmarg.generators.privpgd import PrivPGDGenerator
+    from privmarg.generate.privpgd.privpgd import PrivPGDGenerator
 
     kw = dict(PrivPGDGenerator.PAPER) if args.paper else {}
     for key, val in (("n_particles", args.particles), ("epochs", args.epochs), ("proj_iters", args.proj_iters)):
@@ -77,9 +78,8 @@ def generator_kwargs(args) -> dict:
 
 
 def build(method: str, args):
-    from privmarg import AIM, MST
-    from privmarg.generators.privpgd import PrivPGDGenerator
-    from privmarg.mechanisms.privpgd import PrivPGD, WithGenerator
+    from privmarg import AIM, MST, PrivPGD
+    from privmarg.generate.privpgd.privpgd import PrivPGDGenerator
 
     common = dict(neighbour="replace_one", seed=args.seed)
     eps, delta = args.epsilon, args.delta
@@ -94,7 +94,7 @@ def build(method: str, args):
         kw = {} if args.aim_iters is None else dict(iters=args.aim_iters, final_iters=args.aim_iters)
         return MST(eps, delta, **kw, **common)
     if method == "aim+privpgd":
-        return WithGenerator(AIM(eps, delta, **aim_kw, **common), PrivPGDGenerator(**generator_kwargs(args)))
+        return AIM(eps, delta, **aim_kw, **common, generator=PrivPGDGenerator(**generator_kwargs(args)))
     raise ValueError(method)
 
 
@@ -136,7 +136,9 @@ def worker(args) -> dict:
     }
     if cuda:
         rec["gpu_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
-    gen = getattr(mech, "generator_", None)
+    gen = getattr(mech, "generator_", None)  # PrivPGD's fitted generator; with generator= it is the model
+    if gen is None and hasattr(mech.model_, "timings_"):
+        gen = mech.model_
     if gen is not None:
         rec["privpgd_timings"] = gen.timings_
         rec["privpgd_device"] = str(gen.device_)

@@ -38,7 +38,7 @@ MIN_SUPPORT = 5
 
 
 def public_zeros(domain, public: pd.DataFrame):
-    from privmarg.estimation import StructuralZero
+    from privmarg.core import StructuralZero
 
     zeros = []
     for child, parent in PAIRS:
@@ -65,7 +65,7 @@ def main():
 
     from privmarg import AIM, Dataset, Domain
     from privmarg.evaluation import workload_error
-    from privmarg.workload import parse_workload
+    from privmarg.core import parse_workload
 
     dom = Domain.from_json(FIRE / "domain.json")
     data = Dataset.read(FIRE / "private.csv.gz", dom)
