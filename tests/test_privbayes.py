@@ -82,7 +82,7 @@ def test_exact_spend_and_recomputable_ledger(neighbour, degree):
     sens = {c["sensitivity"] for c in rep["ledger"] if c["mechanism"] == "exponential"}
     assert sens == {dependence_sensitivity(neighbour)}
     rho_sel = sum(c["rho"] for c in rep["ledger"] if c["mechanism"] == "exponential")
-    assert rho_sel == pytest.approx(0.3 * mech.rho_total, rel=1e-9)
+    assert rho_sel == pytest.approx(mech.selector.select_share * mech.rho_total, rel=1e-9)
 
 
 def test_network_is_a_dag_of_bounded_degree_and_measures_its_maximal_cliques():
