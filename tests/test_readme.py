@@ -21,3 +21,10 @@ def test_readme_lists_the_registry():
     m = re.search(r"<!-- methods:[^>]*-->\n(.*?)\n<!-- /methods -->", text, re.S)
     assert m, "README lost its methods table markers"
     assert m.group(1) == methods_table(), "README's method table is stale; replace it with:\n" + methods_table()
+
+
+def test_every_preset_is_exported_under_its_class_name():
+    import privmarg
+
+    for e in registry.entries("preset"):
+        assert getattr(privmarg, e.target.rsplit(":", 1)[-1]) is registry.preset_class(e.name)

@@ -29,7 +29,7 @@ def __getattr__(name: str):
     from . import registry
 
     for e in registry.entries("preset"):
-        if not e.target and registry.preset_class(e.name).__name__ == name:
+        if e.selector and e.target.rsplit(":", 1)[-1] == name:
             return registry.preset_class(e.name)
     raise AttributeError(f"module 'privmarg' has no attribute {name!r}")
 
