@@ -37,29 +37,11 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from privmarg.benchmark.runner import _reset_peak, _rss_mb  # the same in the old and new code
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[1] / "shared" / "data" / "adult"
 OUT = HERE / "results" / "redesign_regression.jsonl"
-
-
-def _rss_mb(field: str) -> float | None:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def _load() -> dict:

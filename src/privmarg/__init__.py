@@ -14,6 +14,7 @@ from .preprocess import TableEncoder
 from .presets import AIM, JAM, MST, MWEM, Independent, PrivPGD
 from .privacy import Accountant, BudgetExceededError
 from .schema import Schema
+from . import registry
 from .synth import Synthesizer
 from . import datasets  # the bundled example tables: privmarg.datasets.load("adult")
 
@@ -38,5 +39,5 @@ __all__ = [
     "AIM", "JAM", "MST", "MWEM", "PGM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
     "Factor", "GraphicalModel", "Independent", "MarginalSource", "Measurement", "MeasurementSession",
     "MemorySource", "PrecomputedSource", "PrivPGD", "PrivPGDGenerator", "Schema", "StructuralZero",
-    "Synthesizer", "TableEncoder", "estimate", "model_size_mb",
+    "Synthesizer", "TableEncoder", "datasets", "estimate", "model_size_mb", "registry",
 ]

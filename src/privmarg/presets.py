@@ -6,6 +6,7 @@ other (``"pgm"``, ``"privpgd"`` or an instance), e.g. ``AIM(1.0, 1e-9, generator
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -221,8 +222,6 @@ class PrivPGD(Synthesizer):
         elif isinstance(generator, PrivPGDGenerator) and constraint is not None:
             generator = generator.clone(constraint_strength=float(constraint_strength))
         # a fresh copy per synthesizer: the release fills in the constraint's estimate
-        import copy
-
         sel = KWaySelector(degree, cliques, constraint=copy.copy(constraint))
         super().__init__(sel, generator, epsilon=epsilon, delta=delta, **kw)
 

@@ -143,11 +143,9 @@ class Synthesizer:
         self.measurements_: list[Measurement] = list(selection.released or selection.measurements)
         self.log_ = session.rounds
         seed = np.random.SeedSequence(int(sample_rng.integers(2**63)))  # data-independent
-        con = getattr(self.selector, "constraint", None)  # released by the selector, used by the generator
-        extra = {"constraint": con} if con is not None else {}
         model = self.generator.generate(selection.measurements, selection.domain, zeros=self.zeros_,
                                         total=ctx.total, warm=selection.model, seed=seed, progress=ctx.progress,
-                                        **extra)
+                                        **selection.hints)
         self.model_ = selection.lift(model) if selection.lift is not None else model
         self.fit_seconds_ = time.perf_counter() - t0
         report(session.rho_spent, self.rho_available_, "done")

@@ -51,8 +51,7 @@ def split_dataset(data: Dataset, test_fraction: float, seed: int) -> tuple[Datas
     n_test = min(max(1, int(round(n * test_fraction))), n - 1)
     perm = np.random.default_rng(seed).permutation(n)
     test_idx, train_idx = np.sort(perm[:n_test]), np.sort(perm[n_test:])
-    return (Dataset(data.codes[train_idx], data.domain, validate=False),
-            Dataset(data.codes[test_idx], data.domain, validate=False))
+    return data.take(train_idx), data.take(test_idx)
 
 
 def load_cell_data(cell: Cell) -> tuple[Dataset, Dataset]:
@@ -96,7 +95,7 @@ def _subsample(data: Dataset, rows: int | None, seed: int) -> Dataset:
     if rows is None or len(data) <= rows:
         return data
     idx = np.sort(np.random.default_rng(seed).choice(len(data), size=int(rows), replace=False))
-    return Dataset(data.codes[idx], data.domain, validate=False)
+    return data.take(idx)
 
 
 def _limit_threads() -> None:

@@ -11,7 +11,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
 
 
 class Domain:

@@ -62,6 +62,10 @@ class Dataset:
         """Read integer codes from CSV (optionally gzipped) or Parquet."""
         return cls.from_frame(read_table(path), domain, **kw)
 
+    def take(self, rows: np.ndarray) -> "Dataset":
+        """The records at positions ``rows`` (a split or subsample of the table)."""
+        return Dataset(self.codes[rows], self.domain, validate=False)
+
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.codes, columns=list(self.domain.attrs))
 

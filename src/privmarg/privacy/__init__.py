@@ -18,7 +18,15 @@ from .primitives import (
     laplace_mechanism,
     noise_rngs,
 )
-from .sensitivity import NEIGHBOURS, check_neighbour, count_l2, marginal_l1, marginal_l2, score_sensitivity
+from .sensitivity import (
+    NEIGHBOURS,
+    check_neighbour,
+    count_l2,
+    dependence_sensitivity,
+    marginal_l1,
+    marginal_l2,
+    score_sensitivity,
+)
 
 __all__ = [
     "Accountant",
@@ -42,6 +50,7 @@ __all__ = [
     "marginal_l2",
     "count_l2",
     "score_sensitivity",
+    "dependence_sensitivity",
     "gaussian_sigma",
     "gaussian_rho",
     "gaussian_mechanism",

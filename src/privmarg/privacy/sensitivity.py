@@ -18,6 +18,7 @@ __all__ = [
     "marginal_l2",
     "count_l2",
     "score_sensitivity",
+    "dependence_sensitivity",
 ]
 
 NEIGHBOURS: tuple[str, ...] = ("add_remove", "replace_one")
@@ -66,3 +67,18 @@ def score_sensitivity(neighbour: str, weight: float = 1.0) -> float:
     if not math.isfinite(w):
         raise ValueError(f"weight must be finite, got {weight!r}")
     return abs(w) if neighbour == "add_remove" else 2.0 * abs(w)
+
+
+def dependence_sensitivity(neighbour: str) -> float:
+    """Sensitivity of :func:`privmarg.select.privbayes.dependence_score` between neighbouring datasets: 4 (add/remove), 6
+    (replace-one); in record counts, for any table shape and any N (N itself need not be public).
+
+    Add/remove, one record added at cell (i, j) of a table with total N ≥ 1 (N = 0 gives S = 0
+    on both sides): the change of ``C − abᵀ/N`` is exactly the rank-one matrix
+    ``(N eᵢ − a)(N eⱼ − b)ᵀ / (N(N+1))``, whose L1 norm is
+    ``2(N − aᵢ)·2(N − bⱼ)/(N(N+1)) ≤ 4N/(N+1) < 4``; S changes by at most that (triangle inequality).
+    Replace-one (N fixed), a record moved, ``u``/``v`` the changes of ``a``/``b`` (L1 ≤ 2 each):
+    ``Δ(C − abᵀ/N) = [ΔC − uvᵀ/N] − (avᵀ + ubᵀ)/N``; the bracket has L1 ≤ 2 and the rest
+    ``(‖a‖₁‖v‖₁ + ‖u‖₁‖b‖₁)/N ≤ 4``, so 6 (the paper's 3/n for R = S/(2N)).
+    """
+    return 4.0 if check_neighbour(neighbour) == "add_remove" else 6.0

@@ -144,7 +144,9 @@ class AdaptiveSelector:
             session.rounds.append(entry)
             self.after(state, option, plan, before, entry, prev)
             ctx.progress(f"{self.label} round {state.t}: {option.source} {','.join(option.clique)}")
-        return self.final_selection(state)
+        selection = self.final_selection(state)
+        session.forget()  # the cached private answers are not needed any more (memory)
+        return selection
 
 
 class ClosureCandidates:

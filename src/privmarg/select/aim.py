@@ -96,5 +96,4 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
                 m.clear_cache()
         sel.extra.update(weights=state.weights, workload=self.workload_, round_models=models,
                          last_candidate_round=last, rounds=state.t)
-        state.session.forget()
         return sel

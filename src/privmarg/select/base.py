@@ -36,7 +36,9 @@ class Context:
 class Selection:
     """A selector's output. ``measurements`` (over ``domain``) feed the generator; ``model`` is the
     model-in-the-loop's last fit (a warm start, or None); ``lift`` maps a model over ``domain`` to
-    the data's domain (compression); ``released`` lists what was released, for reports."""
+    the data's domain (compression); ``released`` lists what was released, for reports;
+    ``hints`` are keyword arguments for a generator that can use them (PrivPGD's released
+    constraint)."""
 
     measurements: list[Measurement]
     domain: Domain
@@ -44,6 +46,7 @@ class Selection:
     lift: Callable[[Any], Any] | None = None
     released: list[Measurement] | None = None
     extra: dict = field(default_factory=dict)
+    hints: dict = field(default_factory=dict)
 
 
 @runtime_checkable

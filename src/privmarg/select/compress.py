@@ -72,7 +72,7 @@ class Compressed:
         session.measurements[:] = released
         lift = (lambda model: DecompressedModel(model, dom, supports)) if supports else None
         return Selection(sel.measurements, cdom, model=sel.model, lift=lift, released=released,
-                         extra={**sel.extra, "supports": supports, "compressed_domain": cdom})
+                         extra={**sel.extra, "supports": supports, "compressed_domain": cdom}, hints=sel.hints)
 
 
 class DecompressedModel:

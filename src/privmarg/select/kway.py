@@ -69,4 +69,5 @@ class KWaySelector:
             ctx.progress("constraint statistic released")
         elif con is not None and hasattr(con, "resolve"):
             con.resolve(dom)
-        return Selection(list(session.measurements), dom, extra=extra)
+        return Selection(list(session.measurements), dom, extra=extra,
+                         hints={"constraint": con} if con is not None else {})

@@ -14,11 +14,11 @@ import math
 import numpy as np
 
 from ..core import Domain
-from ..privacy import check_neighbour, even_epsilon, even_sigma, marginal_l2
+from ..generate.pgm.junction_tree import MB, model_size_mb
+from ..privacy import dependence_sensitivity, even_epsilon, even_sigma, marginal_l2
 from .base import Context, Selection, check_fraction
 
 Clique = tuple[str, ...]
-MB = 2**20
 
 
 def dependence_score(counts: np.ndarray) -> float:
@@ -34,21 +34,6 @@ def dependence_score(counts: np.ndarray) -> float:
     if n <= 0:
         return 0.0
     return float(np.abs(c - np.outer(c.sum(axis=1), c.sum(axis=0)) / n).sum())
-
-
-def dependence_sensitivity(neighbour: str) -> float:
-    """Sensitivity of :func:`dependence_score` between neighbouring datasets: 4 (add/remove), 6
-    (replace-one); in record counts, for any table shape and any N (N itself need not be public).
-
-    Add/remove, one record added at cell (i, j) of a table with total N ≥ 1 (N = 0 gives S = 0
-    on both sides): the change of ``C − abᵀ/N`` is exactly the rank-one matrix
-    ``(N eᵢ − a)(N eⱼ − b)ᵀ / (N(N+1))``, whose L1 norm is
-    ``2(N − aᵢ)·2(N − bⱼ)/(N(N+1)) ≤ 4N/(N+1) < 4``; S changes by at most that (triangle inequality).
-    Replace-one (N fixed), a record moved, ``u``/``v`` the changes of ``a``/``b`` (L1 ≤ 2 each):
-    ``Δ(C − abᵀ/N) = [ΔC − uvᵀ/N] − (avᵀ + ubᵀ)/N``; the bracket has L1 ≤ 2 and the rest
-    ``(‖a‖₁‖v‖₁ + ‖u‖₁‖b‖₁)/N ≤ 4``, so 6 (the paper's 3/n for R = S/(2N)).
-    """
-    return 4.0 if check_neighbour(neighbour) == "add_remove" else 6.0
 
 
 class PrivBayesSelector:
@@ -132,7 +117,6 @@ class PrivBayesSelector:
                          extra={"network": [(x, list(p)) for x, p in network], "sigma": sigma})
 
     def _structure(self, session, ctx: Context, root: str) -> list[tuple[str, Clique]]:
-        from ..generate.pgm.junction_tree import model_size_mb  # late: generate sits beside select
 
         dom = session.domain
         d = len(dom)
