@@ -29,8 +29,8 @@ class AIM(Synthesizer):
     weight)); ``max_model_size`` in MB (2**20 bytes) of the final junction tree; ``rounds`` (T, sizing
     the initial split; default 16·d); ``alpha`` the share of each round for measurement; ``iters``
     mirror-descent iterations per round (warm started) and ``final_iters`` for the last fit;
-    ``refit_method``: the estimator's step for the warm-started refits (``"precond"`` or ``"md"``; the
-    first, cold fit is always preconditioned).
+    ``refit_method``: the estimator's step for the warm-started refits and the final fit (``"md"``,
+    plain mirror descent, or ``"precond"``; the first, cold fit is always preconditioned).
 
     Privacy: ``rho``-zCDP in total, spent exactly; each round charges one exponential mechanism
     (ε²/8) and one Gaussian marginal (Δ₂²/(2σ²)). ``error_bound`` costs nothing more.
@@ -38,7 +38,7 @@ class AIM(Synthesizer):
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
                  max_model_size: float = 80.0, rounds: int | None = None, alpha: float = 0.9,
-                 iters: int = 250, final_iters: int = 1000, tol: float = 1e-4, refit_method: str = "precond",
+                 iters: int = 250, final_iters: int = 1000, tol: float = 1e-4, refit_method: str = "md",
                  generator: Any = None, **kw):
         if refit_method not in METHODS:
             raise ValueError(f"refit_method must be one of {METHODS}")
