@@ -55,8 +55,7 @@ class PrivBayesSelector:
     large-domain parent set wins only when the dependence pays for its noise, and the degree adapts
     per attribute (the paper's maximal parent sets). ``σ̄`` is the planned noise of each measurement,
     as if there were ``max(1, d − degree)`` of them (the paper's count). Without it (``theta=0``)
-    R, which grows with sparse large tables, picks huge marginals: on adult at ε = 1 (one seed),
-    3-way workload error 0.95 in 5 min a fit. Candidates whose marginal would take the junction
+    R, which grows with sparse large tables, picks huge marginals (slow fits, poor error). Candidates whose marginal would take the junction
     tree of all chosen marginals above ``max_model_size`` MB (2**20 bytes of float64 cells) are
     left out (a public rule, so that the graphical model stays tractable); the empty parent set
     always fits.
@@ -65,10 +64,9 @@ class PrivBayesSelector:
     are not inside another node's (the paper's d − k for a full-degree network), each with the
     same Gaussian noise σ (Δ₂ = 1 or √2).
 
-    Defaults (``degree=2``, ``theta=0.5``, ``select_share=0.1``) were chosen on adult at ε = 1 on
-    seeds 10 and 11, apart from the reported 0–2 (benchmarks/privbayes.py): theta 0.25–2 and shares
-    0.05–0.3 all give 3-way workload errors of 0.206–0.222; the paper's θ = 4 with β = 0.3 gives
-    0.242 (seeds 0–2, defaults 0.209); degree 3 is as good (0.208) and about 6 times slower.
+    Defaults (``degree=2``, ``theta=0.5``, ``select_share=0.1``) were tuned on adult at ε = 1 on
+    seeds apart from the reported ones; the comparison with the paper's θ = 4, β = 0.3 and with
+    degree 3 is in benchmarks/RESULTS.md ("PrivBayes on adult").
 
     Privacy: exactly ``ctx.rho``: d−1 exponential mechanisms of ε²/8 each (ε from
     ``select_share·ρ``) and m Gaussian marginals of Δ₂²/(2σ²) each. The network is in
