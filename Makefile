@@ -5,14 +5,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 OUTDIR ?= out
 
-.PHONY: venv demo test bench-deps clean
+.PHONY: venv demo test docs bench-deps clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[torch,plots,ml,test]'
+	$(BIN)/pip install -q -e '.[torch,plots,ml,test,docs]'
 	touch $@
 
 venv: $(BIN)/.installed
@@ -27,6 +27,10 @@ demo: venv
 test: venv
 	$(BIN)/python -m pytest -q tests
 
+# the API reference and method pages (docs/, mkdocs.yml) into site/; any warning fails the build
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 SNVENV := .venv-snsynth
 
 # Peers for side-by-side benchmarks: mbi 2.0.0 in the main venv; smartnoise-synth needs mbi<2 and
@@ -39,4 +43,4 @@ bench-deps: venv
 	$(SNVENV)/bin/pip install -q smartnoise-synth==1.0.8 mbi==1.1.0 'pandas<3'
 
 clean:
-	rm -rf $(VENV) $(SNVENV) $(OUTDIR)
+	rm -rf $(VENV) $(SNVENV) $(OUTDIR) site

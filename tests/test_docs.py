@@ -1,0 +1,94 @@
+"""The documentation site: a page per method, JSON Schemas that accept the shipped files and the
+examples in the docs, and a strict mkdocs build (when mkdocs is installed, as `make test` does)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from privmarg import datasets, registry
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+jsonschema = pytest.importorskip("jsonschema")
+
+
+def schema(name: str) -> dict:
+    s = json.loads((DOCS / "schemas" / f"{name}.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(s)
+    return s
+
+
+def test_every_preset_has_a_method_page_in_the_nav():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for e in registry.entries("preset"):
+        page = DOCS / "methods" / f"{e.name}.md"
+        assert page.is_file(), f"no docs page for method {e.name}"
+        assert f"methods/{e.name}.md" in nav
+        assert "Privacy cost" in page.read_text() and "When to use it" in page.read_text()
+
+
+def test_bundled_files_match_the_json_schemas():
+    dom, tab = schema("domain"), schema("schema")
+    checked = 0
+    for name in datasets.names():
+        folder = datasets.path(name)
+        for f, s in (("domain.json", dom), ("schema.json", tab)):
+            if (folder / f).is_file():
+                jsonschema.validate(json.loads((folder / f).read_text()), s)
+                checked += 1
+    assert checked == len(datasets.names())
+
+
+def test_the_formats_page_examples_match_their_schemas():
+    text = (DOCS / "formats.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", text, re.S)
+    names = ["domain", "workload", "zeros", "schema"]
+    assert len(blocks) == len(names)
+    for block, name in zip(blocks, names):
+        jsonschema.validate(json.loads(block), schema(name))
+
+
+@pytest.mark.parametrize("bad,name", [
+    ({"a": 0}, "domain"),                      # a column needs at least one value
+    (["ab"], "workload"),                      # a clique is a list, not a string
+    ({"a": 1}, "workload"),                    # not a list of cliques
+    ([{"attrs": ["a"], "weight": 0}], "workload"),
+    ([{"attrs": ["a"]}], "zeros"),             # neither cells nor allowed
+    ({"columns": {"x": {"type": "float"}}}, "schema"),  # numeric without bounds
+    ({"columns": {"x": {"type": "categorical", "values": ["a"], "bins": 3}}}, "schema"),
+])
+def test_the_json_schemas_reject_malformed_files(bad, name):
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema(name))
+
+
+def test_the_formats_page_examples_are_accepted_by_privmarg():
+    from privmarg import Domain
+    from privmarg.core import load_zeros, parse_workload
+    from privmarg.schema import Schema
+
+    text = (DOCS / "formats.md").read_text()
+    dom_ex, work_ex, zero_ex, schema_ex = (json.loads(b) for b in re.findall(r"```json\n(.*?)```", text, re.S))
+    Domain.from_dict(dom_ex)
+    adult = datasets.load("adult").domain
+    assert len(parse_workload(work_ex, Domain.from_dict({**dom_ex, "income>50K": 2}))) == 2
+    assert len(load_zeros(zero_ex, adult)) == 2
+    assert len(Schema.from_dict(schema_ex).columns) == 7
+
+
+@pytest.mark.skipif(shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None,
+                    reason="mkdocs not installed (pip install -e '.[docs]')")
+def test_mkdocs_builds_without_warnings(tmp_path):
+    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
+    r = subprocess.run([mkdocs, "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")], cwd=ROOT,
+                       capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "site" / "methods" / "aim" / "index.html").is_file()
