@@ -28,3 +28,21 @@ def test_every_preset_is_exported_under_its_class_name():
 
     for e in registry.entries("preset"):
         assert getattr(privmarg, e.target.rsplit(":", 1)[-1]) is registry.preset_class(e.name)
+
+
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_every_python_block_runs_in_order(tmp_path, monkeypatch):
+    """The README's Python examples, executed top to bottom in one namespace, as a reader would
+    paste them (in a scratch directory: some write files)."""
+    blocks = python_blocks(README.read_text())
+    assert len(blocks) >= 5
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {"__name__": "__readme__"}
+    for i, block in enumerate(blocks):
+        try:
+            exec(compile(block, f"README.md python block {i + 1}", "exec"), ns)
+        except Exception as e:  # name the block: a traceback into exec'd text is hard to place
+            raise AssertionError(f"README python block {i + 1} failed: {e!r}\n{block}") from e
