@@ -9,12 +9,23 @@ import typer
 from . import bench, datasets, evaluate, schema, synth
 from .common import err  # noqa: F401  (re-exported for tests that silence it)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# plain click help: typer 0.29's rich panels print flags as "--flag <bool>", as if they took a value
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Differentially private synthetic tables from noisy marginals.")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"privmarg {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                      help="Print the version and exit.")) -> None:
     """privmarg: select, measure, generate."""
 
 

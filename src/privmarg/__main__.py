@@ -1,0 +1,5 @@
+"""``python -m privmarg``: the command line, as the ``privmarg`` script runs it."""
+
+from privmarg.cli import app
+
+app(prog_name="privmarg")

@@ -1,0 +1,46 @@
+"""The command line's entry points and help: --version, -h, python -m privmarg, plain flag help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+import privmarg
+from privmarg.cli import app
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version(flag):
+    r = runner.invoke(app, [flag])
+    assert r.exit_code == 0 and r.output.strip() == f"privmarg {privmarg.__version__}"
+
+
+@pytest.mark.parametrize("argv", [["-h"], ["synth", "-h"], ["schema", "draft", "-h"], ["datasets", "-h"],
+                                  ["evaluate", "-h"], ["bench", "-h"]])
+def test_short_help_everywhere(argv):
+    r = runner.invoke(app, argv)
+    assert r.exit_code == 0 and r.output.startswith("Usage: privmarg")
+
+
+def test_flags_render_without_a_value():
+    out = runner.invoke(app, ["synth", "--help"]).output
+    line = next(ln for ln in out.splitlines() if "--drop-unknown" in ln)
+    assert "<bool>" not in line and "--epsilon <float>" in out
+
+
+def test_python_dash_m_runs_the_cli():
+    r = subprocess.run([sys.executable, "-m", "privmarg", "--version"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == f"privmarg {privmarg.__version__}"
+
+
+def test_package_version_matches_pyproject():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert re.search(r'^version = "(.*)"', text, re.M).group(1) == privmarg.__version__
