@@ -23,7 +23,7 @@ def test_version(flag):
 @pytest.mark.parametrize("argv", [["-h"], ["synth", "-h"], ["schema", "draft", "-h"], ["datasets", "-h"],
                                   ["evaluate", "-h"], ["bench", "-h"]])
 def test_short_help_everywhere(argv):
-    r = runner.invoke(app, argv)
+    r = runner.invoke(app, argv, prog_name="privmarg")
     assert r.exit_code == 0 and r.output.startswith("Usage: privmarg")
 
 
