@@ -9,7 +9,8 @@ import typer
 from . import bench, datasets, evaluate, schema, synth
 from .common import err  # noqa: F401  (re-exported for tests that silence it)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# an unexpected error's traceback must never print local variables: they may hold private values
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
                   help="Differentially private synthetic tables from noisy marginals.")
 
 
