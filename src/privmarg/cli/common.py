@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 err = Console(stderr=True)
 
@@ -20,7 +21,7 @@ class UsageProblem(Exception):
 
 
 def fail(msg: str) -> None:
-    err.print(f"[bold red]error:[/] {one_line(msg)}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(one_line(msg))}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
