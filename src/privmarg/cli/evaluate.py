@@ -57,7 +57,8 @@ def evaluate_cmd(
     task: str = typer.Option("auto", "--task", help="auto, classification or regression"),
     run_report: Optional[Path] = typer.Option(None, "--run-report",
                                               help="JSON report of the run that made SYNTH (privmarg synth --report): "
-                                                   "its wall time and peak memory go into the report"),
+                                                   "its method, rows and privacy go into the report and "
+                                                   "its released error bounds are checked"),
     seed: int = typer.Option(0, "--seed", help="seed of the random queries and models"),
     title: Optional[str] = typer.Option(None, "--title", help="page title"),
     drop_unknown: bool = typer.Option(False, "--drop-unknown",
