@@ -391,3 +391,32 @@ def test_tracebacks_never_show_locals():
     from privmarg.cli import app as main_app
 
     assert main_app.pretty_exceptions_show_locals is False
+
+
+def test_library_refuses_contradictory_zeros_before_measuring(monkeypatch):
+    from privmarg import MST
+    from privmarg.core import Domain, StructuralZero
+
+    dom = Domain(["a", "b"], [2, 3])
+    data = np.zeros((10, 2), dtype=int)
+    charges = []
+    monkeypatch.setattr(Accountant, "charge", lambda self, *a, **kw: charges.append(a))
+    z = StructuralZero.from_allowed(dom, ["b"], [])
+    with pytest.raises(ValueError, match="forbid every cell"):
+        MST(1.0, 1e-6).fit(data, dom, zeros=[z])
+    assert not charges
+
+
+def test_real_process_one_line_exit_2(ws):
+    """The same through a real process (real stderr, typer's exception hook installed)."""
+    d, _ = ws
+    before = _snapshot(d)
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, "-c", "import sys; from privmarg.cli import app; sys.argv[0] = 'privmarg'; app()",
+           "synth", f"{d}/data.csv", "--domain", f"{d}/domain.json", "--method", "aim",
+           "--workload", f"{d}/wl_str.json", "-o", f"{d}/data.csv"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("error:"), p.stderr
+    assert _snapshot(d) == before
