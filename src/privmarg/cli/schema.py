@@ -11,7 +11,8 @@ from ..io import write_json, write_text
 from ..schema import DRAFT_WARNING, draft_schema
 from .common import UsageProblem, check_outputs, err, fail, one_line
 
-schema_app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False, no_args_is_help=True, help="Public schemas for raw tables.")
+schema_app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False, no_args_is_help=True,
+                         help="Public schemas for raw tables.")
 
 
 @schema_app.command("draft")

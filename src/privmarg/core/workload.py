@@ -64,7 +64,8 @@ def parse_workload(spec: str | Sequence | None, domain: Domain, default: str = "
         if isinstance(item, Mapping):
             unknown = set(item) - {"attrs", "weight"}
             if unknown or "attrs" not in item:
-                raise ValueError(f"{at}: an object entry is {{\"attrs\": [...], \"weight\": w}}, got keys {sorted(map(str, item))}")
+                raise ValueError(f"{at}: an object entry is {{\"attrs\": [...], \"weight\": w}}, "
+                                 f"got keys {sorted(map(str, item))}")
             attrs, w = item["attrs"], item.get("weight", 1.0)
         elif _is_list(item) and len(item) == 2 and _is_list(item[0]):
             attrs, w = item
