@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .core import Domain, Measurement, StructuralZero
+from .core.zeros import check_zeros
 from .data import DataError, Dataset, MarginalSource, MemorySource, read_table
 from .measure import MeasurementSession
 from .privacy import Accountant, cdp_rho, check_neighbour, noise_rngs, preprocess_budget
@@ -130,6 +131,7 @@ class Synthesizer:
         self.sample_rng_ = sample_rng
         self.domain_ = source.domain
         self.zeros_ = list(zeros or [])
+        check_zeros(self.zeros_, source.domain)  # zeros forbidding every record: before measuring
         self.rho_preprocess_ = accountant.rho_spent
         self.rho_available_ = self.rho_total - self.rho_preprocess_
         # the record count is public only under replace-one

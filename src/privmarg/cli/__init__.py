@@ -9,8 +9,10 @@ import typer
 from . import bench, datasets, evaluate, schema, synth
 from .common import err  # noqa: F401  (re-exported for tests that silence it)
 
-# plain click help: typer 0.29's rich panels print flags as "--flag <bool>", as if they took a value
+# plain click help: typer 0.29's rich panels print flags as "--flag <bool>", as if they took a value;
+# an unexpected error's traceback must never print local variables: they may hold private values
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  pretty_exceptions_show_locals=False,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Differentially private synthetic tables from noisy marginals.")
 

@@ -10,13 +10,9 @@ from typing import Optional
 
 import typer
 
-from .common import err, fail
+from .common import UsageProblem, check_outputs, err, fail, one_line
 
 ML_DEFAULT = "gbdt,rf,mlp,xgboost,catboost"
-
-
-def _fail(msg: str) -> None:
-    fail(" ".join(str(msg).split()))
 
 
 def _csv(s: Optional[str]) -> list[str] | None:
@@ -61,7 +57,8 @@ def evaluate_cmd(
     task: str = typer.Option("auto", "--task", help="auto, classification or regression"),
     run_report: Optional[Path] = typer.Option(None, "--run-report",
                                               help="JSON report of the run that made SYNTH (privmarg synth --report): "
-                                                   "its wall time and peak memory go into the report"),
+                                                   "its method, rows and privacy go into the report and "
+                                                   "its released error bounds are checked"),
     seed: int = typer.Option(0, "--seed", help="seed of the random queries and models"),
     title: Optional[str] = typer.Option(None, "--title", help="page title"),
     drop_unknown: bool = typer.Option(False, "--drop-unknown",
@@ -70,7 +67,7 @@ def evaluate_cmd(
     """Compare SYNTH with REAL: every metric, JSON and a self-contained HTML report with plots."""
     from ..data import DataError, Dataset, read_table
     from ..core import Domain
-    from ..io import _atomic, write_json
+    from ..io import json_writer, publish, text_writer
     from ..preprocess import TableEncoder
     from ..schema import Schema
     from ..evaluation.report import ALL_METRICS, evaluate, render_html
@@ -85,6 +82,10 @@ def evaluate_cmd(
         suffix = output.name.lower()
         if not suffix.endswith((".html", ".htm", ".json")):
             raise ValueError(f"{output}: --output must end in .html or .json")
+        json_path = output if suffix.endswith(".json") else output.with_suffix(".json")
+        check_outputs({"--output": output, "--output's JSON": None if json_path == output else json_path},
+                      {"REAL": real, "SYNTH": synth, "--domain": domain, "--schema": schema, "--test": test,
+                       "--run-report": run_report})
         if not suffix.endswith(".json") and importlib.util.find_spec("matplotlib") is None:
             raise ValueError("the HTML report needs matplotlib (pip install matplotlib); "
                              "or write --output report.json")
@@ -136,9 +137,8 @@ def evaluate_cmd(
         real_d = load(real, "real")
         synth_d = load(synth, "synthetic")
         test_d = load(test, "test") if test is not None else None
-    except (ValueError, KeyError, DataError, OSError) as e:
-        msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        _fail(msg)
+    except (UsageProblem, ValueError, KeyError, DataError, OSError) as e:
+        fail(one_line(e))
 
     with err.status("computing metrics..."):
         result = evaluate(real_d, synth_d, test=test_d, target=target, metrics=wanted, seed=seed, numeric=num,
@@ -158,13 +158,16 @@ def evaluate_cmd(
                          **({"schema": str(schema)} if schema is not None else {"domain": str(domain)}),
                          **({"test": str(test), "target": target} if test is not None else {})}
     result["evaluation_seconds"] = time.perf_counter() - t0
-    json_path = output if suffix.endswith(".json") else output.with_suffix(".json")
+    files = [(json_path, json_writer(result))]
     if not suffix.endswith(".json"):
         with err.status("drawing plots..."):
             page = render_html(result, real_d, synth_d, title=title or f"{synth.name} vs {real.name}",
                                sources=result["sources"])
-        _atomic(output, lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
-    write_json(result, json_path)
+        files.insert(0, (output, text_writer(page)))
+    try:
+        publish(files)  # the page and its JSON together, or neither
+    except OSError as e:
+        fail(one_line(e))
     shown = {k: result[k] for k in ("tv_2way", "sw1_2way", "workload_error_3way", "covariance_error") if k in result}
     err.print(", ".join(f"{k} {v:.4g}" for k, v in shown.items()))
     err.print(f"wrote {output}" + ("" if json_path == output else f" and {json_path}"))

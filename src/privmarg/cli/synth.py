@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from pathlib import Path
 from typing import Optional
@@ -13,10 +14,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from .. import registry
 from ..core import Domain, load_zeros, parse_workload
 from ..data import DataError, Dataset, read_table
-from ..io import write_json, write_table
+from ..io import json_writer, publish, table_writer
 from ..privacy import NEIGHBOURS, BudgetExceededError
-from ..schema import Schema
-from .common import UsageProblem, err, fail, one_line, peak_memory_mb
+from ..schema import MAX_MARGINAL_CELLS, Schema
+from .common import (UsageProblem, check_marginal_sizes, check_outputs, check_rows_memory, err, fail, one_line,
+                     peak_memory_mb)
 
 _METHODS = ", ".join(registry.names("preset"))
 _GENERATORS = ", ".join(registry.names("generator"))
@@ -37,7 +39,7 @@ def synth(
     max_model_size: float = typer.Option(80.0, "--max-model-size", help="model capacity in MB (AIM, MWEM)"),
     neighbour: Optional[str] = typer.Option(None, "--neighbour", help="add_remove or replace_one (default: the method's; add_remove except PrivPGD)"),
     output: Path = typer.Option(..., "--output", "-o", help="synthetic table (.csv or .parquet)"),
-    report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, timing"),
+    report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, rows (no timing)"),
     zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..] (with --domain)'),
     public: Optional[Path] = typer.Option(None, "--public", help="public table over the same domain/schema (needed by --method jam)"),
 ) -> None:
@@ -62,6 +64,11 @@ def synth(
             raise UsageProblem(f"{output}: output must end in .csv, .csv.gz or .parquet")
         if (domain is None) == (schema is None):
             raise UsageProblem("give either --schema SCHEMA.json (raw table) or --domain DOMAIN.json (integer codes)")
+        workload_file = None if re.fullmatch(r"all-\d+way(:target=.+)?", workload) else Path(workload)
+        # outputs first: a bad output must fail before the private data is read or budget spent
+        check_outputs({"--output": output, "--report": report},
+                      {"INPUT": input, "--domain": domain, "--schema": schema, "--zeros": zeros,
+                       "--public": public, "--workload": workload_file})
         if schema is not None:
             from ..preprocess import TableEncoder
 
@@ -94,6 +101,10 @@ def synth(
         if registry.accepts(method_l, "max_model_size"):
             kw["max_model_size"] = max_model_size
         mech = registry.make_preset(method_l, epsilon, delta, **kw)
+        # size guards, as a schema's: every marginal the method may count or model must fit
+        check_marginal_sizes(dom, mech.selector.supporting_cliques(dom), MAX_MARGINAL_CELLS)
+        if rows is not None:
+            check_rows_memory(rows, len(dom), "--rows")
     except (UsageProblem, DataError, ValueError, KeyError, FileNotFoundError, OSError) as e:
         fail(one_line(e))
 
@@ -111,33 +122,45 @@ def synth(
             else:
                 mech.fit(data, progress=progress, zeros=zero_list, **extra)
             bar.update(task, completed=1.0, msg="sampling")
+            if rows is None:  # a noisy N under add/remove: guard it before allocating
+                try:
+                    n = mech.default_rows()
+                except (OverflowError, ValueError):
+                    raise UsageProblem("the model's noisy row count is not a usable number: "
+                                       "give --rows (or a larger --epsilon)") from None
+                check_rows_memory(n, len(mech.domain_), "the model's noisy row count")
             synthetic = mech.sample(rows)
-        write_table(synthetic, output)
+        files = [(output, table_writer(synthetic, output))]
         if report is not None:
-            write_json(build_report(mech, method_l, len(synthetic), time.perf_counter() - t0), report)
+            files.append((report, json_writer(build_report(mech, method_l, len(synthetic)))))
+        publish(files)  # the table and its report together, or neither
     except KeyboardInterrupt:
         err.print("interrupted: nothing written")
         raise typer.Exit(130)
-    except (BudgetExceededError, DataError, ValueError, KeyError) as e:
+    except (UsageProblem, BudgetExceededError, DataError, ValueError, KeyError, OSError) as e:
         fail(one_line(e))
-    err.print(f"wrote {len(synthetic)} rows to {output}" + (f", report to {report}" if report else ""))
+    err.print(f"wrote {len(synthetic)} rows to {output}" + (f", report to {report}" if report else "")
+              + f" ({time.perf_counter() - t0:.1f} s, fit {mech.fit_seconds_:.1f} s, "
+                f"peak memory {peak_memory_mb():.0f} MB)", highlight=False, soft_wrap=True)
 
 
-def build_report(mech, method: str, rows: int, seconds: float) -> dict:
-    """The JSON report: privacy ledger (each rho recomputable), measurements, size, time, memory."""
+#: keys of a round's log entry that stay out of the report (bulky, or timing, which grows with N)
+_ROUND_PRIVATE = ("candidates", "candidate_weights", "estimation_seconds")
+
+
+def build_report(mech, method: str, rows: int) -> dict:
+    """The JSON report, fit for release with the table: privacy ledger (each rho recomputable),
+    measurements, rows. No timing or memory: they grow with the private N (they go to stderr)."""
     out = {
         "method": method,
         "privacy": mech.privacy_report(),
         "measurements": mech.measurements_report(),
         "rows": int(rows),
-        "seconds": float(seconds),
-        "fit_seconds": float(mech.fit_seconds_),
-        "peak_memory_mb": peak_memory_mb(),
     }
     if getattr(mech, "encoder_", None) is not None:
         out["preprocessing"] = mech.encoder_.report()
     if getattr(mech, "log_", None):
-        out["rounds"] = [{k: v for k, v in r.items() if k not in ("candidates", "candidate_weights")}
+        out["rounds"] = [{k: v for k, v in r.items() if k not in _ROUND_PRIVATE and not k.endswith("seconds")}
                          for r in mech.log_]
     if hasattr(mech, "error_bounds"):
         # 95% bounds on each workload marginal's L1 error of the table just written (free)
