@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from . import bench, datasets, evaluate, schema, synth
+from . import bench, datasets, evaluate, sample, schema, synth
 from .common import err  # noqa: F401  (re-exported for tests that silence it)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -18,7 +18,7 @@ def main() -> None:
     """privmarg: select, measure, generate."""
 
 
-for _command in (synth, schema, evaluate, bench, datasets):
+for _command in (synth, sample, schema, evaluate, bench, datasets):
     _command.register(app)
 
 

@@ -40,6 +40,8 @@ def synth(
     report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, timing"),
     zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..] (with --domain)'),
     public: Optional[Path] = typer.Option(None, "--public", help="public table over the same domain/schema (needed by --method jam)"),
+    save_model: Optional[Path] = typer.Option(None, "--save-model", help="also save the fitted model to this directory (sample more rows later with `privmarg sample`, no budget)"),
+    force: bool = typer.Option(False, "--force", help="replace an existing --save-model directory"),
 ) -> None:
     """Fit a method on INPUT and write a synthetic table (written atomically, all or nothing)."""
     t0 = time.perf_counter()
@@ -94,6 +96,10 @@ def synth(
         if registry.accepts(method_l, "max_model_size"):
             kw["max_model_size"] = max_model_size
         mech = registry.make_preset(method_l, epsilon, delta, **kw)
+        if save_model is not None:
+            from ..persist import check_target
+
+            check_target(save_model, force)  # fail before any budget is spent
     except (UsageProblem, DataError, ValueError, KeyError, FileNotFoundError, OSError) as e:
         fail(one_line(e))
 
@@ -113,6 +119,8 @@ def synth(
             bar.update(task, completed=1.0, msg="sampling")
             synthetic = mech.sample(rows)
         write_table(synthetic, output)
+        if save_model is not None:
+            mech.save(save_model, force=force)
         if report is not None:
             write_json(build_report(mech, method_l, len(synthetic), time.perf_counter() - t0), report)
     except KeyboardInterrupt:
@@ -120,7 +128,8 @@ def synth(
         raise typer.Exit(130)
     except (BudgetExceededError, DataError, ValueError, KeyError) as e:
         fail(one_line(e))
-    err.print(f"wrote {len(synthetic)} rows to {output}" + (f", report to {report}" if report else ""))
+    err.print(f"wrote {len(synthetic)} rows to {output}" + (f", report to {report}" if report else "")
+              + (f", model to {save_model}" if save_model is not None else ""))
 
 
 def build_report(mech, method: str, rows: int, seconds: float) -> dict:
