@@ -345,3 +345,18 @@ def test_cli_save_model_then_sample_with_conditions(tmp_path):
         r = runner.invoke(app, ["sample", str(tmp_path / "model"), "--output", str(tmp_path / "bad.csv"), *bad])
         assert r.exit_code == 2, (bad, r.output)
         assert not (tmp_path / "bad.csv").exists()
+
+
+def test_the_readme_example_runs(tmp_path, monkeypatch):
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    m = re.search(r"<!-- example: save-load-condition[^>]*-->\n```python\n(.*?)```\n<!-- /example -->", text, re.S)
+    assert m, "README lost its save/load example"
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(m.group(1), "README.md", "exec"), scope)
+    assert scope["rows"].equals(scope["mst"].sample(10_000, seed=1))
+    assert (scope["bad_office"]["BAD"] == 1).all() and (scope["bad_office"]["JOB"] == "Office").all()
+    assert scope["three"]["LOAN"].tolist() == [5_000, 20_000, 80_000]
+    assert (tmp_path / "out" / "hmeq-mst" / "model.json").exists()
