@@ -62,6 +62,7 @@ class Released:
         category), codes otherwise. The other columns are drawn from the model's conditional
         distribution given them: exact for graphical models; PrivPGD draws among its particles that
         carry the condition. A condition the model gives probability zero is a ``ValueError``."""
+        self._check_fitted()
         rng = self._rng(seed)
         codes, exact = self._draw(rows, rng, conditions)
         if self.encoder_ is not None:
