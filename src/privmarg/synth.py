@@ -23,6 +23,7 @@ from .core.zeros import check_zeros
 from .data import DataError, Dataset, MarginalSource, MemorySource, read_table
 from .measure import MeasurementSession
 from .privacy import Accountant, cdp_rho, check_neighbour, noise_rngs, preprocess_budget
+from .release import Released
 from .select.base import Context, Selection
 
 Progress = Callable[[float, float, str], None]  # (rho spent by the run, rho it plans with, message)
@@ -49,7 +50,7 @@ def _is_source(obj: Any) -> bool:
     return isinstance(obj, MarginalSource) and not isinstance(obj, Dataset)
 
 
-class Synthesizer:
+class Synthesizer(Released):
     """``selector`` (what to measure) + ``generator`` (how to make records; default: a graphical
     model), under ``epsilon``/``delta`` (or ``rho`` zCDP directly) and ``neighbour``
     (``"add_remove"``: N private; ``"replace_one"``: N public). ``seed`` makes a run reproducible.
@@ -175,53 +176,26 @@ class Synthesizer:
         """Budget spent by selection (the accountant's, less preprocessing)."""
         return self.accountant_.rho_spent - self.rho_preprocess_
 
-    # ---------------------------------------------------------------------------- sampling
-    def _check_fitted(self):
-        if not hasattr(self, "model_"):
-            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit(data, domain) first")
+    # ------------------------------------------------------------------------ save / pickle
+    def save(self, path: str | Path, *, force: bool = False) -> Path:
+        """Save the fitted synthesizer to the directory ``path`` (see :mod:`privmarg.persist`): only
+        what the fit released (model parameters, noisy measurements, the encoder's public or DP
+        parameters, the privacy ledger), never data, exact counts or the seed. Written atomically;
+        an existing ``path`` is replaced only with ``force=True``. Load with :func:`privmarg.load`."""
+        from .persist import save
 
-    def default_rows(self) -> int:
-        """N under replace-one; else the model's own count (a noisy N, or PrivPGD's particles)."""
-        self._check_fitted()
-        own = getattr(self.model_, "default_rows", None)
-        if own is not None:
-            return int(own)
-        return self.public_rows_ if self.public_rows_ is not None else max(1, int(self.model_.total))
+        return save(self, path, force=force)
 
-    def sample_codes(self, rows: int | None = None) -> np.ndarray:
-        """Synthetic records as integer codes over the fitted domain (post-processing: free)."""
-        self._check_fitted()
-        rows = self.default_rows() if rows is None else int(rows)
-        if rows < 0:
-            raise ValueError("rows must be >= 0")
-        return self.model_.sample(rows, self.sample_rng_)
+    def __getstate__(self) -> dict:
+        # pickling is a release too: no seed and no generator state (numpy pickles a generator with
+        # its seed, from which the privacy noise could be replayed); sampling after unpickling uses
+        # fresh entropy, or sample(seed=...). Nothing else holds private data after fit.
+        state = self.__dict__.copy()
+        state["seed"] = None
+        state.pop("sample_rng_", None)
+        return state
 
-    def sample(self, rows: int | None = None, *, midpoint: bool = False) -> pd.DataFrame:
-        """A synthetic table (post-processing: free): integer codes over the fitted domain, or, when
-        fitted with a schema, the schema's columns and dtypes (numeric values drawn within their bin,
-        or its midpoint with ``midpoint=True``)."""
-        codes = self.sample_codes(rows)
-        if self.encoder_ is not None:
-            return self.encoder_.decode(codes, self.sample_rng_, midpoint=midpoint)
-        return pd.DataFrame(codes, columns=list(self.domain_.attrs))
-
-    # --------------------------------------------------------------------------- reporting
-    def privacy_report(self) -> dict:
-        """Budget, neighbouring relation and every charge, enough to recompute each rho. ``epsilon``
-        and ``delta`` are the target's when given as such (None when ``rho`` was given); with a delta,
-        ``epsilon_spent`` converts what was actually spent."""
-        self._check_fitted()
-        out = self.accountant_.to_dict()
-        if out["delta"] is not None:
-            out["epsilon_spent"] = self.accountant_.epsilon_spent(out["delta"]) if out["rho_spent"] > 0 else 0.0
-        return out
-
-    def measurements_report(self) -> list[dict]:
-        out = []
-        for m in self.measurements_:
-            row = {"attrs": list(m.attrs), "sigma": None if m.sigma is None else float(m.sigma), "source": m.source}
-            if m.sigma is None and "loss_sigma" in m.meta:
-                row["loss_sigma"] = float(m.meta["loss_sigma"])
-            out.append(row)
-        return out
-
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if "model_" in state:
+            self.sample_rng_ = np.random.default_rng()

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from . import bench, datasets, evaluate, schema, synth
+from . import bench, datasets, evaluate, sample, schema, synth
 from .common import err  # noqa: F401  (re-exported for tests that silence it)
 
 # plain click help: typer 0.29's rich panels print flags as "--flag <bool>", as if they took a value;
@@ -31,7 +31,7 @@ def main(version: bool = typer.Option(False, "--version", "-V", callback=_versio
     """privmarg: select, measure, generate."""
 
 
-for _command in (synth, schema, evaluate, bench, datasets):
+for _command in (synth, sample, schema, evaluate, bench, datasets):
     _command.register(app)
 
 

@@ -42,6 +42,8 @@ def synth(
     report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, rows (no timing)"),
     zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..] (with --domain)'),
     public: Optional[Path] = typer.Option(None, "--public", help="public table over the same domain/schema (needed by --method jam)"),
+    save_model: Optional[Path] = typer.Option(None, "--save-model", help="also save the fitted model to this directory (sample more rows later with `privmarg sample`, no budget)"),
+    force: bool = typer.Option(False, "--force", help="replace an existing --save-model directory"),
 ) -> None:
     """Fit a method on INPUT and write a synthetic table (written atomically, all or nothing)."""
     t0 = time.perf_counter()
@@ -105,6 +107,10 @@ def synth(
         check_marginal_sizes(dom, mech.selector.supporting_cliques(dom), MAX_MARGINAL_CELLS)
         if rows is not None:
             check_rows_memory(rows, len(dom), "--rows")
+        if save_model is not None:
+            from ..persist import check_target
+
+            check_target(save_model, force)  # fail before any budget is spent
     except (UsageProblem, DataError, ValueError, KeyError, FileNotFoundError, OSError) as e:
         fail(one_line(e))
 
@@ -134,12 +140,15 @@ def synth(
         if report is not None:
             files.append((report, json_writer(build_report(mech, method_l, len(synthetic)))))
         publish(files)  # the table and its report together, or neither
+        if save_model is not None:  # a directory of its own, written atomically too
+            mech.save(save_model, force=force)
     except KeyboardInterrupt:
         err.print("interrupted: nothing written")
         raise typer.Exit(130)
     except (UsageProblem, BudgetExceededError, DataError, ValueError, KeyError, OSError) as e:
         fail(one_line(e))
     err.print(f"wrote {len(synthetic)} rows to {output}" + (f", report to {report}" if report else "")
+              + (f", model to {save_model}" if save_model is not None else "")
               + f" ({time.perf_counter() - t0:.1f} s, fit {mech.fit_seconds_:.1f} s, "
                 f"peak memory {peak_memory_mb():.0f} MB)", highlight=False, soft_wrap=True)
 

@@ -183,22 +183,31 @@ class TableEncoder:
 
     def _encode_prepared(self, prepared: dict[str, np.ndarray]) -> Dataset:
         self._check_fitted()
-        cols = []
-        for name in self.schema.names:
-            c = self.codecs_[name]
-            v = prepared[name]
-            if c.edges is not None:
-                miss = np.isnan(v)
-                code = np.empty(len(v), dtype=np.int64)
-                code[~miss] = bin_index(v[~miss], c.edges)
-            else:
-                miss = v < 0
-                code = np.empty(len(v), dtype=np.int64)
-                code[~miss] = c.base_to_code[v[~miss]]
-            if miss.any():
-                code[miss] = c.missing_code
-            cols.append(code)
+        cols = [_column_codes(self.codecs_[name], prepared[name]) for name in self.schema.names]
         return Dataset(np.column_stack(cols), self.domain, validate=False)
+
+    def encode_values(self, df: pd.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Codes of some columns' values (a partial table: conditions for sampling), checked like
+        :meth:`encode` but values outside the schema's bounds are an error, not clipped. Returns
+        ``(codes, exact)``: per column its codes, and the prepared values (numbers on the encoding
+        axis, base category codes) that :meth:`decode` can put back exactly (``exact=``)."""
+        self._check_fitted()
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
+        df = df.rename(columns=str)
+        unknown = [c for c in df.columns if c not in self.schema]
+        if unknown:
+            raise DataError(f"column(s) {unknown} are not in the schema")
+        codes, exact = {}, {}
+        for name in df.columns:
+            spec = self.schema[name]
+            clipped: dict[str, int] = {}
+            v = _prepare_column(spec, df[name].reset_index(drop=True), clipped)
+            if clipped:
+                raise DataError(f"column {name!r}: value outside the schema's bounds [{spec.min}, {spec.max}]")
+            codes[name] = _column_codes(self.codecs_[name], v)
+            exact[name] = v
+        return codes, exact
 
     def _prepare(self, df: pd.DataFrame, clipped: dict[str, int] | None = None) -> dict[str, np.ndarray]:
         """Check columns, emptiness and every value; numeric columns → clipped floats (NaN = missing),
@@ -224,11 +233,13 @@ class TableEncoder:
 
     # ------------------------------------------------------------------------------ decoding
     def decode(self, codes: np.ndarray, rng: np.random.Generator | None = None, *,
-               midpoint: bool = False) -> pd.DataFrame:
+               midpoint: bool = False, exact: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
         """A DataFrame with the schema's columns and dtypes from integer codes over :attr:`domain`.
 
         Numeric values are drawn uniformly within their bin (``midpoint=True``: the bin midpoint),
         integers rounded, datetimes restored, merged rare categories drawn uniformly from their group.
+        ``exact``: per column, values to put back as they are instead (from :meth:`encode_values`,
+        one per row; they must lie in the rows' codes).
         """
         self._check_fitted()
         codes = np.asarray(codes)
@@ -242,8 +253,43 @@ class TableEncoder:
         rng = rng if rng is not None else np.random.default_rng()
         out = {}
         for j, name in enumerate(self.schema.names):
-            out[name] = _decode_column(self.codecs_[name], codes[:, j].astype(np.int64), rng, midpoint)
+            out[name] = _decode_column(self.codecs_[name], codes[:, j].astype(np.int64), rng, midpoint,
+                                       None if exact is None else exact.get(name))
         return pd.DataFrame(out)
+
+    def state(self) -> dict:
+        """What a fitted encoder is, for saving: the (public) schema, and per column its bin edges or
+        kept / merged categories (public or DP outputs). Never the data."""
+        self._check_fitted()
+        cols = {}
+        for n, c in self.codecs_.items():
+            if c.edges is not None:
+                cols[n] = {"edges": [float(e) for e in c.edges]}
+            else:
+                cols[n] = {"kept": [int(i) for i in c.kept], "group": [int(i) for i in c.group]}
+        return {"schema": self.schema.to_dict(), "drop_unknown": self.drop_unknown,
+                "rare_threshold": self.rare_threshold, "rho_spent": float(self.rho_spent_), "columns": cols}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "TableEncoder":
+        """The fitted encoder :meth:`state` describes (no data, no budget)."""
+        enc = cls(Schema.from_dict(state["schema"]), drop_unknown=bool(state["drop_unknown"]),
+                  rare_threshold=float(state["rare_threshold"]))
+        codecs = []
+        for col in enc.schema:
+            st = state["columns"][col.name]
+            if "edges" in st:
+                codecs.append(ColumnCodec(col, edges=np.asarray(st["edges"], dtype=float)))
+                continue
+            kept = np.asarray(st["kept"], dtype=np.int64)
+            group = np.asarray(st["group"], dtype=np.int64)
+            base_to_code = np.full(col.base_size, len(kept), dtype=np.int64)
+            base_to_code[kept] = np.arange(len(kept))
+            codecs.append(ColumnCodec(col, kept=kept, group=group, base_to_code=base_to_code))
+        enc.rho_spent_ = float(state["rho_spent"])
+        enc.codecs_ = {c.spec.name: c for c in codecs}
+        enc.domain = Domain(enc.schema.names, [c.size for c in codecs])
+        return enc
 
     def report(self) -> dict:
         """Per column: type, number of codes, bin edges or merged categories (all public or DP outputs)."""
@@ -369,7 +415,23 @@ def _category_codes(col: ColumnSpec, vals: pd.Series) -> np.ndarray:
     return table[inv]
 
 
-def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, midpoint: bool) -> pd.Series:
+def _column_codes(c: ColumnCodec, v: np.ndarray) -> np.ndarray:
+    """Codes of one prepared column (floats with NaN, or base codes with -1, for missing)."""
+    if c.edges is not None:
+        miss = np.isnan(v)
+        code = np.empty(len(v), dtype=np.int64)
+        code[~miss] = bin_index(v[~miss], c.edges)
+    else:
+        miss = v < 0
+        code = np.empty(len(v), dtype=np.int64)
+        code[~miss] = c.base_to_code[v[~miss]]
+    if miss.any():
+        code[miss] = c.missing_code
+    return code
+
+
+def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, midpoint: bool,
+                   exact: np.ndarray | None = None) -> pd.Series:
     spec = c.spec
     n = len(code)
     miss = code == c.missing_code if c.missing_code is not None else np.zeros(n, dtype=bool)
@@ -377,8 +439,14 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
     j = code[ok]
     if c.edges is not None:
         left, right = c.edges[j], c.edges[j + 1]
+        if exact is not None:  # given values (conditions), kept as they are
+            v = np.asarray(exact, dtype=float)[ok]
+            if spec.lattice:
+                v = np.round(v)
         if spec.lattice:  # bin j holds the integers left .. right-1
-            if midpoint:
+            if exact is not None:
+                pass
+            elif midpoint:
                 v = np.floor((left + right - 1) / 2 + 0.5)
             else:
                 v = left + np.floor(rng.random(len(j)) * (right - left))
@@ -394,7 +462,8 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
             ns = np.full(n, np.datetime64("NaT"), dtype="datetime64[ns]")
             ns[ok] = (v * DATETIME_UNITS[spec.unit]).astype("datetime64[ns]")
             return pd.Series(ns, dtype="datetime64[ns]")
-        v = (left + right) / 2 if midpoint else left + rng.random(len(j)) * (right - left)
+        if exact is None:
+            v = (left + right) / 2 if midpoint else left + rng.random(len(j)) * (right - left)
         out = np.full(n, np.nan)
         out[ok] = np.clip(v, spec.lo, spec.hi)
         return pd.Series(out, dtype="float64")
@@ -402,7 +471,9 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
     kept = j < len(c.kept)
     base[kept] = c.kept[j[kept]]
     grouped = ~kept
-    if grouped.any():
+    if exact is not None:
+        base = np.asarray(exact, dtype=np.int64)[ok]
+    elif grouped.any():
         base[grouped] = c.group[rng.integers(0, len(c.group), int(grouped.sum()))]
     labels = np.empty(len(c.labels()), dtype=object)
     labels[:] = c.labels()
