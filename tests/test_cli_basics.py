@@ -44,3 +44,29 @@ def test_package_version_matches_pyproject():
 
     text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert re.search(r'^version = "(.*)"', text, re.M).group(1) == privmarg.__version__
+
+
+BLOCK_TORCH = """
+import sys, importlib.abc
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, Block())
+from privmarg.cli import app
+app(prog_name="privmarg")
+"""
+
+
+@pytest.mark.parametrize("method", [["--method", "privpgd"], ["--method", "mst", "--generator", "privpgd"]])
+def test_a_method_without_its_extra_says_which_to_install(tmp_path, method):
+    from privmarg import datasets
+
+    datasets.write("titanic", tmp_path / "d")
+    out = tmp_path / "o.csv"
+    r = subprocess.run([sys.executable, "-c", BLOCK_TORCH, "synth", str(tmp_path / "d" / "private.csv"), "--domain",
+                        str(tmp_path / "d" / "domain.json"), *method, "--epsilon", "1", "--output", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and not out.exists()
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs torch" in lines[0] and "pip install torch==2.13.0" in lines[0]
