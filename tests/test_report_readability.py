@@ -86,3 +86,26 @@ def test_page_renders_in_headless_chromium(hmeq_run, tmp_path):
 
     img = imread(shot)
     assert img.shape[0] == 3000 and img.std() > 0.05  # drawn, not a blank page
+
+
+def test_cli_evaluate_puts_baseline_and_budget_on_the_page(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from privmarg.cli import app
+
+    datasets.write("titanic", tmp_path / "d")
+    d = tmp_path / "d"
+    run = CliRunner()
+    r = run.invoke(app, ["synth", str(d / "private.csv"), "--domain", str(d / "domain.json"), "--method", "mst",
+                         "--epsilon", "1", "--seed", "0", "-o", str(tmp_path / "s.csv"), "--report", str(tmp_path / "r.json")])
+    assert r.exit_code == 0, r.output
+    r = run.invoke(app, ["evaluate", str(d / "private.csv"), str(tmp_path / "s.csv"), "--domain", str(d / "domain.json"),
+                         "--metrics", "tv_1way,tv_2way", "--run-report", str(tmp_path / "r.json"),
+                         "-o", str(tmp_path / "e.html")])
+    assert r.exit_code == 0, r.output
+    result = json.loads((tmp_path / "e.json").read_text())
+    assert set(result["baseline"]) == {"name", "tv_1way", "tv_2way"}
+    page = (tmp_path / "e.html").read_text()
+    assert "Privacy budget by phase" in page and "independence baseline" in page

@@ -21,8 +21,11 @@ def _csv(s: Optional[str]) -> list[str] | None:
     return [x.strip() for x in s.split(",") if x.strip()]
 
 
-def _read_run_report(path: Path, dp_grid: bool) -> tuple[dict, list | None, str | None]:
-    """(run facts, its released error bounds or None, a note why they are not checked) from a synth report."""
+def _read_run_report(path: Path, dp_grid: bool) -> dict:
+    """From a synth report: ``run`` facts, its released error ``bounds`` (or None) with a ``note`` why
+    they are not checked, the ``measured`` cliques and the ``budget`` by phase."""
+    from ..evaluation.report import budget_by_phase
+
     with open(path) as fh:
         rep = json.load(fh)
     run = {k: rep[k] for k in ("method", "seconds", "fit_seconds", "peak_memory_mb", "rows") if k in rep}
@@ -36,7 +39,10 @@ def _read_run_report(path: Path, dp_grid: bool) -> tuple[dict, list | None, str 
         note = ("error bounds of the run not checked: its schema fits bins or merges "
                 "categories under DP, and they were released on that grid, not the public one")
         bounds = None
-    return run, bounds, note
+    measured = [tuple(m["attrs"]) for m in rep.get("measurements") or [] if m.get("attrs")]
+    ledger = (rep.get("privacy") or {}).get("ledger")
+    return {"run": run, "bounds": bounds, "note": note, "measured": measured or None,
+            "budget": budget_by_phase(ledger) if ledger else None}
 
 
 def evaluate_cmd(
@@ -63,6 +69,9 @@ def evaluate_cmd(
     title: Optional[str] = typer.Option(None, "--title", help="page title"),
     drop_unknown: bool = typer.Option(False, "--drop-unknown",
                                       help="ignore table columns the domain/schema does not name"),
+    baseline: bool = typer.Option(True, "--baseline/--no-baseline",
+                                  help="also score the real table with its columns shuffled independently "
+                                       "(every dependence broken), beside each metric"),
 ) -> None:
     """Compare SYNTH with REAL: every metric, JSON and a self-contained HTML report with plots."""
     from ..data import DataError, Dataset, read_table
@@ -115,8 +124,9 @@ def evaluate_cmd(
         from ..evaluation.ml import available_models
 
         available_models(models)  # unknown names fail here, before any work
-        run, run_bounds, bounds_note = (_read_run_report(run_report, dp_grid=encoder is not None and sch_raw.needs_dp)
-                                        if run_report is not None else (None, None, None))
+        info = (_read_run_report(run_report, dp_grid=encoder is not None and sch_raw.needs_dp)
+                if run_report is not None else {})
+        run, run_bounds, bounds_note = info.get("run"), info.get("bounds"), info.get("note")
         clipped: dict[str, dict[str, int]] = {}
 
         def load(path: Path, what: str) -> Dataset:
@@ -142,7 +152,7 @@ def evaluate_cmd(
 
     with err.status("computing metrics..."):
         result = evaluate(real_d, synth_d, test=test_d, target=target, metrics=wanted, seed=seed, numeric=num,
-                          ml_models=models, ml_task=task)
+                          ml_models=models, ml_task=task, baseline=baseline)
     if run:
         result["run"] = run
     if run_bounds:  # the run released bounds on its own error: show them against the truth
@@ -161,8 +171,11 @@ def evaluate_cmd(
     files = [(json_path, json_writer(result))]
     if not suffix.endswith(".json"):
         with err.status("drawing plots..."):
+            from ..evaluation.labels import code_labels
+
             page = render_html(result, real_d, synth_d, title=title or f"{synth.name} vs {real.name}",
-                               sources=result["sources"])
+                               sources=result["sources"], labels=code_labels(encoder) if encoder else None,
+                               measured=info.get("measured"), budget=info.get("budget"))
         files.insert(0, (output, text_writer(page)))
     try:
         publish(files)  # the page and its JSON together, or neither
