@@ -31,8 +31,8 @@ def synth(
     drop_unknown: bool = typer.Option(False, "--drop-unknown", help="drop input columns the schema/domain does not name"),
     method: str = typer.Option("aim", "--method", help=f"the method: {_METHODS}"),
     generator: Optional[str] = typer.Option(None, "--generator", help=f"generate the records with another generator than the method's: {_GENERATORS}"),
-    epsilon: float = typer.Option(1.0, "--epsilon", help="privacy epsilon (> 0)"),
-    delta: float = typer.Option(1e-9, "--delta", help="privacy delta, in (0, 1)"),
+    epsilon: float = typer.Option(1.0, "--epsilon", help="privacy epsilon (> 0); the final line states what was spent"),
+    delta: float = typer.Option(1e-9, "--delta", help="privacy delta, in (0, 1); 1e-9 unless given"),
     rows: Optional[int] = typer.Option(None, "--rows", help="synthetic rows (default: N under replace-one, a noisy N otherwise)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="makes the whole run reproducible"),
     workload: str = typer.Option("all-3way", "--workload", help="all-2way, all-3way, all-3way:target=COL or a JSON file"),
@@ -151,6 +151,10 @@ def synth(
               + (f", model to {save_model}" if save_model is not None else "")
               + f" ({time.perf_counter() - t0:.1f} s, fit {mech.fit_seconds_:.1f} s, "
                 f"peak memory {peak_memory_mb():.0f} MB)", highlight=False, soft_wrap=True)
+    pr = mech.privacy_report()
+    err.print(f"privacy spent: epsilon {pr['epsilon_spent']:.4g} at delta {pr['delta']:g} "
+              f"(rho {pr['rho_spent']:.4g} zCDP, {pr['neighbour'].replace('_', '/')} neighbours, "
+              f"{len(pr['ledger'])} charges)", highlight=False, soft_wrap=True)
 
 
 #: keys of a round's log entry that stay out of the report (bulky, or timing, which grows with N)
