@@ -420,3 +420,21 @@ def test_real_process_one_line_exit_2(ws):
     assert p.returncode == 2, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("error:"), p.stderr
     assert _snapshot(d) == before
+
+
+def test_outputs_follow_the_umask(tmp_path):
+    """Published files get 0666 & ~umask like any created file (temporary files start at 0600)."""
+    import os
+    import stat
+
+    from privmarg.io import publish, text_writer
+
+    old = os.umask(0o022)
+    try:
+        publish([(tmp_path / "a.txt", text_writer("x"))])
+        assert stat.S_IMODE((tmp_path / "a.txt").stat().st_mode) == 0o644
+        os.umask(0o077)
+        publish([(tmp_path / "b.txt", text_writer("y"))])
+        assert stat.S_IMODE((tmp_path / "b.txt").stat().st_mode) == 0o600
+    finally:
+        os.umask(old)

@@ -42,6 +42,14 @@ def _backup(path: Path) -> str | None:
     return bak
 
 
+def umask_mode(directory: bool = False) -> int:
+    """The mode a file (0o666) or folder (0o777) created now gets under the process umask: temporary
+    files are created 0600, and a published output should follow the umask like any other file."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return (0o777 if directory else 0o666) & ~mask
+
+
 def publish(files: Sequence[tuple[str | Path, Writer]]) -> None:
     """Write every ``(path, writer)`` to a temporary file in its target folder, then rename them all
     into place. If any write or rename fails (or Ctrl-C), the renames already done are rolled back
@@ -58,6 +66,7 @@ def publish(files: Sequence[tuple[str | Path, Writer]]) -> None:
             os.close(fd)
             temps.append(tmp)
             write(tmp)
+            os.chmod(tmp, umask_mode())
         for (path, _), tmp in zip(files, temps):
             bak = _backup(path)
             try:

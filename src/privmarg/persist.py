@@ -40,6 +40,7 @@ import numpy as np
 from ._version import __version__
 from .core import Domain, Measurement, StructuralZero
 from .generate.pgm import GraphicalModel, JunctionTree
+from .io import umask_mode
 from .privacy import Accountant
 from .release import Released
 from .select.compress import DecompressedModel
@@ -77,6 +78,7 @@ def save(obj: Released, path: str | Path, *, force: bool = False) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    os.chmod(tmp, umask_mode(directory=True))  # mkdtemp makes it 0700; a saved model follows the umask
     old = None
     try:
         buf = io.BytesIO()
