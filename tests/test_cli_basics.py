@@ -70,3 +70,19 @@ def test_a_method_without_its_extra_says_which_to_install(tmp_path, method):
     assert r.returncode == 2 and not out.exists()
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "needs torch" in lines[0] and "pip install torch==2.13.0" in lines[0]
+
+
+def test_the_cli_imports_without_the_unix_only_resource_module():
+    code = ("import sys; sys.modules['resource'] = None\n"
+            "from privmarg.cli.common import peak_memory_mb\n"
+            "from privmarg.memory import peak_rss_mb\n"
+            "print(peak_rss_mb(children=True))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "None"
+
+
+def test_peak_memory_is_in_megabytes():
+    from privmarg.memory import peak_rss_mb
+
+    assert 10 < peak_rss_mb() < 100_000

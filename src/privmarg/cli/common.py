@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import os
-import resource
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -33,8 +32,11 @@ def one_line(e: BaseException | str) -> str:
     return " ".join(msg.split()) or type(e).__name__
 
 
-def peak_memory_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+def peak_memory_mb() -> float | None:
+    """This process's peak memory in MB, None where the platform does not say."""
+    from ..memory import peak_rss_mb
+
+    return peak_rss_mb()
 
 
 # ------------------------------------------------------------------------------------------ outputs

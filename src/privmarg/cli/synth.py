@@ -150,7 +150,7 @@ def synth(
     err.print(f"wrote {len(synthetic)} rows to {output}" + (f", report to {report}" if report else "")
               + (f", model to {save_model}" if save_model is not None else "")
               + f" ({time.perf_counter() - t0:.1f} s, fit {mech.fit_seconds_:.1f} s, "
-                f"peak memory {peak_memory_mb():.0f} MB)", highlight=False, soft_wrap=True)
+                f"peak memory {_mb(peak_memory_mb())})", highlight=False, soft_wrap=True)
     pr = mech.privacy_report()
     err.print(f"privacy spent: epsilon {pr['epsilon_spent']:.4g} at delta {pr['delta']:g} "
               f"(rho {pr['rho_spent']:.4g} zCDP, {pr['neighbour'].replace('_', '/')} neighbours, "
@@ -159,6 +159,10 @@ def synth(
 
 #: keys of a round's log entry that stay out of the report (bulky, or timing, which grows with N)
 _ROUND_PRIVATE = ("candidates", "candidate_weights", "estimation_seconds")
+
+
+def _mb(v: float | None) -> str:
+    return "unknown" if v is None else f"{v:.0f} MB"
 
 
 def build_report(mech, method: str, rows: int) -> dict:
