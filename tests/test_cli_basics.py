@@ -86,3 +86,23 @@ def test_peak_memory_is_in_megabytes():
     from privmarg.memory import peak_rss_mb
 
     assert 10 < peak_rss_mb() < 100_000
+
+
+def test_quiet_prints_errors_only_and_verbose_logs_the_steps(tmp_path):
+    import logging
+
+    from privmarg import datasets
+
+    datasets.write("titanic", tmp_path / "d")
+    base = ["synth", str(tmp_path / "d" / "private.csv"), "--domain", str(tmp_path / "d" / "domain.json"),
+            "--method", "independent", "--epsilon", "1"]
+    r = subprocess.run([sys.executable, "-m", "privmarg", "-q", *base, "-o", str(tmp_path / "q.csv")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stderr == "" and r.stdout == "" and (tmp_path / "q.csv").exists()
+    r = subprocess.run([sys.executable, "-m", "privmarg", "-q", *base, "--method", "nope", "-o", str(tmp_path / "x.csv")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and r.stderr.startswith("error: unknown method 'nope'")
+    r = subprocess.run([sys.executable, "-m", "privmarg", "-v", *base, "-o", str(tmp_path / "v.csv")],
+                       capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "COLUMNS": "200"})
+    assert r.returncode == 0 and "INFO" in r.stderr and "rho" in r.stderr and "privacy spent" in r.stderr
+    logging.getLogger("privmarg").setLevel(logging.WARNING)

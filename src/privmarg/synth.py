@@ -9,6 +9,7 @@ everything else (generator seeds, records), both spawned from ``seed``.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -19,6 +20,8 @@ import numpy as np
 import pandas as pd
 
 from .core import Domain, Measurement, StructuralZero
+
+log = logging.getLogger("privmarg")
 from .core.zeros import check_zeros
 from .data import DataError, Dataset, MarginalSource, MemorySource, read_table
 from .measure import MeasurementSession
@@ -138,7 +141,12 @@ class Synthesizer(Released):
         # the record count is public only under replace-one
         self.public_rows_ = int(source.count()) if self.neighbour == "replace_one" else None
         session = MeasurementSession(source, accountant, noise_rng)
-        report = progress or (lambda spent, total, msg: None)
+        user_report = progress or (lambda spent, total, msg: None)
+
+        def report(spent: float, total: float, msg: str) -> None:
+            # released quantities only (what was measured, the budget spent): safe to log
+            log.info("%s (rho %.4g of %.4g spent)", msg, spent, total)
+            user_report(spent, total, msg)
         ctx = Context(self.rho_available_, None if self.public_rows_ is None else float(self.public_rows_),
                       self.zeros_, pub, lambda msg: report(session.rho_spent, self.rho_available_, msg))
         selection: Selection = self.selector.run(session, ctx)

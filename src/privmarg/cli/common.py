@@ -20,6 +20,7 @@ class UsageProblem(Exception):
 
 
 def fail(msg: str) -> None:
+    err.quiet = False  # --quiet silences progress and summaries, never the error
     err.print(f"[bold red]error:[/] {escape(one_line(msg))}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
