@@ -127,3 +127,32 @@ def test_same_synthetic_data_through_both_sources(adult, make):
     assert [m.attrs for m in a.measurements_] == [m.attrs for m in b.measurements_]
     assert all(np.array_equal(x.y, y.y) for x, y in zip(a.measurements_, b.measurements_))
     assert np.array_equal(a.sample_codes(), b.sample_codes())
+
+
+def test_cli_backend_duckdb_same_output(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from privmarg.cli import app
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.integers(0, 3, 500), "b": rng.integers(0, 4, 500), "c": rng.integers(0, 2, 500)})
+    df.to_parquet(tmp_path / "data.parquet", index=False)
+    (tmp_path / "domain.json").write_text(json.dumps({"a": 3, "b": 4, "c": 2}))
+    outs = {}
+    for backend in ("memory", "duckdb"):
+        out = tmp_path / f"{backend}.csv"
+        r = CliRunner().invoke(app, [str(x) for x in (
+            "synth", tmp_path / "data.parquet", "--domain", tmp_path / "domain.json", "--method", "mst",
+            "--seed", 2, "--backend", backend, "--output", out)])
+        assert r.exit_code == 0, r.output
+        outs[backend] = pd.read_csv(out)
+    assert outs["memory"].equals(outs["duckdb"])
+    df.loc[3, "b"] = 7
+    df.to_parquet(tmp_path / "bad.parquet", index=False)
+    r = CliRunner().invoke(app, [str(x) for x in (
+        "synth", tmp_path / "bad.parquet", "--domain", tmp_path / "domain.json", "--backend", "duckdb",
+        "--output", tmp_path / "x.csv")])
+    assert r.exit_code == 2 and "code 7 outside the domain 0..3" in r.output
+    assert not (tmp_path / "x.csv").exists()

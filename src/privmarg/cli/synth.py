@@ -40,6 +40,7 @@ def synth(
     report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, timing"),
     zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..] (with --domain)'),
     public: Optional[Path] = typer.Option(None, "--public", help="public table over the same domain/schema (needed by --method jam)"),
+    backend: str = typer.Option("memory", "--backend", help="memory, or duckdb: count an integer-coded INPUT by SQL without loading it whole (with --domain; needs the duckdb package)"),
 ) -> None:
     """Fit a method on INPUT and write a synthetic table (written atomically, all or nothing)."""
     t0 = time.perf_counter()
@@ -62,6 +63,10 @@ def synth(
             raise UsageProblem(f"{output}: output must end in .csv, .csv.gz or .parquet")
         if (domain is None) == (schema is None):
             raise UsageProblem("give either --schema SCHEMA.json (raw table) or --domain DOMAIN.json (integer codes)")
+        if backend not in ("memory", "duckdb"):
+            raise UsageProblem(f"--backend must be memory or duckdb, got {backend!r}")
+        if backend == "duckdb" and domain is None:
+            raise UsageProblem("--backend duckdb reads integer codes: use it with --domain")
         if schema is not None:
             from ..preprocess import TableEncoder
 
@@ -69,6 +74,9 @@ def synth(
             dom = sch.max_domain()  # column names for checking the workload; sizes are fixed by fit
             data = read_table(input)
             TableEncoder(sch, drop_unknown=drop_unknown).validate(data)  # bad input: fail before any budget
+        elif backend == "duckdb":
+            dom = Domain.from_json(domain)
+            data = _duckdb_source(input, dom, drop_unknown)
         else:
             dom = Domain.from_json(domain)
             data = Dataset.from_frame(read_table(input), dom, drop_unknown=drop_unknown)
@@ -121,6 +129,15 @@ def synth(
     except (BudgetExceededError, DataError, ValueError, KeyError) as e:
         fail(one_line(e))
     err.print(f"wrote {len(synthetic)} rows to {output}" + (f", report to {report}" if report else ""))
+
+
+def _duckdb_source(path: Path, dom: Domain, drop_unknown: bool):
+    from ..data import DuckDBSource
+
+    try:
+        return DuckDBSource(path, dom, drop_unknown=drop_unknown)
+    except ImportError as e:
+        raise UsageProblem(str(e)) from None
 
 
 def build_report(mech, method: str, rows: int, seconds: float) -> dict:
