@@ -17,6 +17,9 @@ import numpy as np
 import pandas as pd
 
 
+_UNSET = object()
+
+
 class Released:
     """Sampling and reports over ``model_`` (codes over ``domain_``), an optional ``encoder_``
     (raw schema), ``accountant_`` (the ledger), ``measurements_`` and ``public_rows_``."""
@@ -68,6 +71,47 @@ class Released:
         if self.encoder_ is not None:
             return self.encoder_.decode(codes, rng, midpoint=midpoint, exact=exact)
         return pd.DataFrame(codes, columns=list(self.domain_.attrs))
+
+    def sample_to(self, path: Any, rows: int | None = None, *, chunk_rows: int = 1_000_000,
+                  midpoint: bool = False, seed: Any = None) -> int:
+        """Write ``rows`` synthetic records (default :meth:`default_rows`) to a Parquet or CSV file,
+        sampling at most ``chunk_rows`` records at a time, so memory holds one chunk
+        (post-processing: free). Written atomically (the file appears whole or not at all); returns
+        the number of rows written.
+
+        Chunks are drawn one after another from one stream (``seed`` as in :meth:`sample`): the file
+        holds what ``sample(chunk_rows)`` called repeatedly would give, hence the same rows as one
+        ``sample(rows)`` when ``rows <= chunk_rows``. With several chunks the rows differ from a
+        one-shot sample (each chunk is rounded to the model on its own) but follow the same model.
+        """
+        from .data.writer import write_table_chunks
+
+        self._check_fitted()
+        rows = self.default_rows() if rows is None else int(rows)
+        if rows < 0:
+            raise ValueError("rows must be >= 0")
+        if int(chunk_rows) < 1:
+            raise ValueError("chunk_rows must be at least 1")
+        chunk_rows = int(chunk_rows)
+        rng = self._rng(seed)
+        kept = self.__dict__.get("last_sample_", _UNSET)  # a preset's record of its last sample stays
+
+        def chunks():
+            done = 0
+            while True:
+                n = min(chunk_rows, rows - done)
+                yield self.sample(n, midpoint=midpoint, seed=rng)
+                done += n
+                if done >= rows:
+                    return
+
+        try:
+            return write_table_chunks(chunks(), path)
+        finally:
+            if kept is _UNSET:
+                self.__dict__.pop("last_sample_", None)
+            else:
+                self.last_sample_ = kept
 
     def _draw(self, rows: int | None, seed: Any, conditions: Any) -> tuple[np.ndarray, dict | None]:
         self._check_fitted()

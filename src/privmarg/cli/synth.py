@@ -44,6 +44,7 @@ def synth(
     public: Optional[Path] = typer.Option(None, "--public", help="public table over the same domain/schema (needed by --method jam)"),
     save_model: Optional[Path] = typer.Option(None, "--save-model", help="also save the fitted model to this directory (sample more rows later with `privmarg sample`, no budget)"),
     force: bool = typer.Option(False, "--force", help="replace an existing --save-model directory"),
+    backend: str = typer.Option("memory", "--backend", help="memory, or duckdb: count an integer-coded INPUT by SQL without loading it whole (with --domain; needs the duckdb package)"),
 ) -> None:
     """Fit a method on INPUT and write a synthetic table (written atomically, all or nothing)."""
     t0 = time.perf_counter()
@@ -71,6 +72,10 @@ def synth(
         check_outputs({"--output": output, "--report": report},
                       {"INPUT": input, "--domain": domain, "--schema": schema, "--zeros": zeros,
                        "--public": public, "--workload": workload_file})
+        if backend not in ("memory", "duckdb"):
+            raise UsageProblem(f"--backend must be memory or duckdb, got {backend!r}")
+        if backend == "duckdb" and domain is None:
+            raise UsageProblem("--backend duckdb reads integer codes: use it with --domain")
         if schema is not None:
             from ..preprocess import TableEncoder
 
@@ -78,6 +83,9 @@ def synth(
             dom = sch.max_domain()  # column names for checking the workload; sizes are fixed by fit
             data = read_table(input)
             TableEncoder(sch, drop_unknown=drop_unknown).validate(data)  # bad input: fail before any budget
+        elif backend == "duckdb":
+            dom = Domain.from_json(domain)
+            data = _duckdb_source(input, dom, drop_unknown)
         else:
             dom = Domain.from_json(domain)
             data = Dataset.from_frame(read_table(input), dom, drop_unknown=drop_unknown)
@@ -155,6 +163,15 @@ def synth(
     err.print(f"privacy spent: epsilon {pr['epsilon_spent']:.4g} at delta {pr['delta']:g} "
               f"(rho {pr['rho_spent']:.4g} zCDP, {pr['neighbour'].replace('_', '/')} neighbours, "
               f"{len(pr['ledger'])} charges)", highlight=False, soft_wrap=True)
+
+
+def _duckdb_source(path: Path, dom: Domain, drop_unknown: bool):
+    from ..data import DuckDBSource
+
+    try:
+        return DuckDBSource(path, dom, drop_unknown=drop_unknown)
+    except ImportError as e:
+        raise UsageProblem(str(e)) from None
 
 
 #: keys of a round's log entry that stay out of the report (bulky, or timing, which grows with N)

@@ -101,6 +101,9 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
     return mu, log_z, b
 
 
+_LAZY: list = []  # marker: marginals left to compute on first use (see GraphicalModel.compact)
+
+
 class GraphicalModel:
     """A fitted model: junction tree, log potentials per maximal clique, total record count.
 
@@ -115,15 +118,34 @@ class GraphicalModel:
         self.theta = theta
         self.total = float(total)
         self._plan = plan or _Plan(tree)
-        if marginals is None:
+        if marginals is _LAZY:
+            marginals = None
+        elif marginals is None:
             marginals, _, _ = belief_propagation(self._plan, theta, self.total)
-        self.marginals = marginals
+        self._marginals: list[np.ndarray] | None = marginals
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
         self._clique_sets = [frozenset(c) for c in tree.cliques]
+
+    @property
+    def marginals(self) -> list[np.ndarray]:
+        """The maximal cliques' marginals (counts), recomputed from the potentials if dropped."""
+        if self._marginals is None:
+            self._marginals, _, _ = belief_propagation(self._plan, self.theta, self.total)
+        return self._marginals
+
+    @marginals.setter
+    def marginals(self, value: list[np.ndarray]) -> None:
+        self._marginals = value
 
     def clear_cache(self) -> None:
         """Forget cached projections (they can hold far more memory than the model)."""
         self._cache = {}
+
+    def compact(self) -> "GraphicalModel":
+        """The same model holding its log potentials only (about half the memory, no projection
+        cache, no warm-start potentials); the marginals are recomputed from the potentials on the
+        first query, bit for bit the same as this model's. Post-processing: no privacy cost."""
+        return GraphicalModel(self.domain, self.tree, self.theta, self.total, plan=self._plan, marginals=_LAZY)
 
     @property
     def cliques(self) -> list[tuple[str, ...]]:
@@ -133,16 +155,19 @@ class GraphicalModel:
         return self.tree.size_mb()
 
     # marginal queries --------------------------------------------------------------------
-    def project(self, attrs: Iterable[str]) -> np.ndarray:
-        """Model marginal on ``attrs`` as counts (flat, row-major in the order given, sums to ``total``)."""
+    def project(self, attrs: Iterable[str], *, cache: bool = True) -> np.ndarray:
+        """Model marginal on ``attrs`` as counts (flat, row-major in the order given, sums to ``total``).
+
+        ``cache=False`` neither reads nor fills the projection cache (for one-off queries such as
+        scoring every candidate once per model: the values are the same)."""
         attrs = tuple(attrs)
         canon = self.domain.canonical(attrs)
         if canon != attrs:
             if len(canon) != len(attrs):
                 raise ValueError(f"repeated attribute in {attrs}")
-            arr = self.project(canon).reshape(self.domain.sizes(canon))
+            arr = self.project(canon, cache=cache).reshape(self.domain.sizes(canon))
             return np.ascontiguousarray(arr.transpose([canon.index(a) for a in attrs])).ravel()
-        hit = self._cache.get(attrs)
+        hit = self._cache.get(attrs) if cache else None
         if hit is not None:
             return hit
         if not attrs:
@@ -158,7 +183,7 @@ class GraphicalModel:
             out = np.ascontiguousarray(out).ravel()
         else:
             out = self._eliminate(attrs)
-        if len(self._cache) < 20000:
+        if cache and len(self._cache) < 20000:
             self._cache[attrs] = out
         return out
 
