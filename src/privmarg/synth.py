@@ -21,7 +21,7 @@ import pandas as pd
 from .core import Domain, Measurement, StructuralZero
 from .data import DataError, Dataset, MarginalSource, MemorySource, read_table
 from .measure import MeasurementSession
-from .privacy import Accountant, cdp_rho, check_neighbour, noise_rngs, preprocess_budget
+from .privacy import Accountant, cdp_rho, check_neighbour, check_noise, noise_rngs, preprocess_budget
 from .select.base import Context, Selection
 
 Progress = Callable[[float, float, str], None]  # (rho spent by the run, rho it plans with, message)
@@ -55,13 +55,17 @@ class Synthesizer:
 
     Privacy: ``fit`` spends exactly the budget (a selector may leave some unspent only where its
     algorithm says so, e.g. JAM's public choices); ``privacy_report()`` lists every charge.
+
+    ``noise``: ``"continuous"`` (default, the papers' float Gaussian) or ``"discrete"`` (the exact
+    discrete Gaussian on integer counts and discrete Laplace in PrivTree, same zCDP cost; see
+    :class:`~privmarg.measure.MeasurementSession` for what falls back to continuous noise).
     """
 
     default_neighbour = "add_remove"
 
     def __init__(self, selector: Any, generator: Any = None, *, epsilon: float | None = 1.0,
                  delta: float | None = 1e-9, rho: float | None = None, neighbour: str | None = None,
-                 seed: int | None = None, preprocess_share: float = 0.1):
+                 seed: int | None = None, preprocess_share: float = 0.1, noise: str = "continuous"):
         from .registry import make_generator
 
         self.selector = selector
@@ -71,6 +75,7 @@ class Synthesizer:
         self.rho = rho
         self.neighbour = check_neighbour(neighbour or self.default_neighbour)
         self.seed = seed
+        self.noise = check_noise(noise)
         if not 0 < preprocess_share < 1:
             raise ValueError(f"preprocess_share must be in (0, 1), got {preprocess_share}")
         self.preprocess_share = float(preprocess_share)
@@ -120,7 +125,8 @@ class Synthesizer:
                 raise DataError("with a schema, data must be a DataFrame or a CSV/Parquet file")
             self.encoder_ = TableEncoder(schema, drop_unknown=drop_unknown)
             rho_pre = preprocess_budget(self.rho_total, self.preprocess_share, schema.needs_dp)
-            source = MemorySource(self.encoder_.fit_encode(frame, accountant, rho_pre, noise_rng))
+            source = MemorySource(self.encoder_.fit_encode(frame, accountant, rho_pre, noise_rng,
+                                                           noise=self.noise))
         elif _is_source(data):
             source = data
         else:
@@ -134,7 +140,7 @@ class Synthesizer:
         self.rho_available_ = self.rho_total - self.rho_preprocess_
         # the record count is public only under replace-one
         self.public_rows_ = int(source.count()) if self.neighbour == "replace_one" else None
-        session = MeasurementSession(source, accountant, noise_rng)
+        session = MeasurementSession(source, accountant, noise_rng, noise=self.noise)
         report = progress or (lambda spent, total, msg: None)
         ctx = Context(self.rho_available_, None if self.public_rows_ is None else float(self.public_rows_),
                       self.zeros_, pub, lambda msg: report(session.rho_spent, self.rho_available_, msg))
@@ -207,9 +213,10 @@ class Synthesizer:
     def privacy_report(self) -> dict:
         """Budget, neighbouring relation and every charge, enough to recompute each rho. ``epsilon``
         and ``delta`` are the target's when given as such (None when ``rho`` was given); with a delta,
-        ``epsilon_spent`` converts what was actually spent."""
+        ``epsilon_spent`` converts what was actually spent; ``noise`` is the noise kind asked for."""
         self._check_fitted()
         out = self.accountant_.to_dict()
+        out["noise"] = self.noise
         if out["delta"] is not None:
             out["epsilon_spent"] = self.accountant_.epsilon_spent(out["delta"]) if out["rho_spent"] > 0 else 0.0
         return out

@@ -35,8 +35,11 @@ from typing import Any
 import numpy as np
 
 from .accountant import Accountant
+from .primitives import gaussian_rho
 
 __all__ = [
+    "NOISES",
+    "check_noise",
     "discrete_gaussian",
     "discrete_gaussian_sigma2",
     "discrete_gaussian_pmf",
@@ -319,6 +322,17 @@ def discrete_gaussian(sigma: Any, size: Any = None, rng: np.random.Generator | N
 
 
 # --------------------------------------------------------------------------- mechanisms
+NOISES = ("continuous", "discrete")
+
+
+def check_noise(noise: str) -> str:
+    """Validate a noise kind: ``"continuous"`` (float Gaussian/Laplace) or ``"discrete"`` (exact
+    discrete Gaussian/Laplace on integer-valued releases)."""
+    if noise not in NOISES:
+        raise ValueError(f"noise must be one of {NOISES}, got {noise!r}")
+    return noise
+
+
 def is_integral(values: Any) -> bool:
     """Whether every entry of ``values`` is a finite integer (integer dtype, or floats with no
     fractional part and below 2^53 in magnitude, where float64 holds integers exactly)."""
@@ -345,8 +359,6 @@ def discrete_gaussian_mechanism(accountant: Accountant, values: Any, sigma: floa
     bound). ``values`` must be integers (record counts); non-integer values raise ``ValueError``.
     Charges first (mechanism ``"discrete_gaussian"``, params ``sigma``, ``l2_sensitivity``).
     """
-    from .primitives import gaussian_rho
-
     x = _integer_values(values, what)
     rho = gaussian_rho(sigma, l2_sensitivity)
     if rho > 0:
