@@ -81,8 +81,9 @@ def test_discrete_gaussian_variance_below_sigma2():
     assert var == pytest.approx(2 * (math.exp(-1 / 0.72) + 4 * math.exp(-4 / 0.72) + 9 * math.exp(-9 / 0.72))
                                 / (1 + 2 * (math.exp(-1 / 0.72) + math.exp(-4 / 0.72) + math.exp(-9 / 0.72))),
                                 rel=1e-6)
-    # ... and for σ ≥ 1 within 1e-12 of σ² (the gap is about 4π²σ⁴ e^{−4π²σ²})
-    assert discrete_gaussian_variance(1.0) == pytest.approx(1.0, abs=1e-12)
+    # ... and for σ = 1 only just below σ² (by Poisson summation the gap is about 8π²σ⁴e^{−2π²σ²})
+    gap = 1.0 - discrete_gaussian_variance(1.0)
+    assert gap == pytest.approx(8 * math.pi**2 * math.exp(-2 * math.pi**2), rel=0.01)
 
 
 @pytest.mark.parametrize("sigma", [0.625, 3.0])
