@@ -345,6 +345,7 @@ def is_integral(values: Any) -> bool:
 
 
 def _integer_values(values: Any, what: str) -> np.ndarray:
+    # integer noise on a non-integer value would publish its fractional part exactly
     if not is_integral(values):
         raise ValueError(f"discrete noise needs integer values ({what or 'release'} has non-integer "
                          "entries, e.g. weighted counts): use continuous noise for it")
