@@ -30,8 +30,8 @@ def privtree_parameters(rho: float, neighbour: str, noise: str = "continuous") -
     ``δ = ⌈λ ln β⌉`` and integer threshold θ, so every comparison is between integers. It is
     ``ε``-DP with the same ``λ``. Sketch (add/remove, ``α = e^{−1/λ}``, ``x = c − δ·depth``): the
     split probability is ``G(y) = Pr[Z ≥ θ + 1 − y]`` at the biased count ``y = max(x, θ − δ)``.
-    A node not on the added record's path is unchanged, and on it ``x`` goes to ``x + 1`` only
-    where ``x ≥ θ − δ``. ``ln G(y+1)/G(y)`` is ``1/λ`` for ``y ≤ θ`` and at most
+    Nodes off the added record's path are unchanged; on the path ``c`` becomes ``c + 1``, which
+    changes ``y`` (to ``y + 1``) only where ``x ≥ θ − δ``. ``ln G(y+1)/G(y)`` is ``1/λ`` for ``y ≤ θ`` and at most
     ``α^{y−θ}(1−α) ≤ α^{y−θ}/λ`` for ``y ≥ θ + 1``; the non-split ratio is at most ``1/λ`` and
     occurs once (the leaf). Along the path ``x`` drops by ``≥ δ`` per level, so at most two nodes
     lie in ``[θ − δ, θ]`` (then the rest are ``≥ θ + δ``) or one (then the rest are ``≥ θ + 1``),
