@@ -11,7 +11,7 @@ many runs on neighbouring tables, against the claimed ε = cdp_eps(ρ, δ = 1e-5
 One JSON line per audit in ``--out`` (selector audits also keep their raw scores).
 
 Run:  python benchmarks/audit.py --out benchmarks/results/audit.jsonl [--gaussian-runs 1000000]
-      [--mst-runs 1000] [--aim-runs 500]
+      [--mst-runs 1000] [--aim-runs 500] [--only mst aim] [--cases add_remove:continuous:0.25 ...]
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ def main():
     ap.add_argument("--mst-runs", type=int, default=1000)
     ap.add_argument("--aim-runs", type=int, default=500)
     ap.add_argument("--only", nargs="*", default=["gaussian", "mst", "aim"])
+    ap.add_argument("--cases", nargs="*", default=["add_remove:continuous:1", "add_remove:discrete:1",
+                                                    "replace_one:continuous:1", "add_remove:continuous:0.25"],
+                    help="selector audits as NEIGHBOUR:NOISE:SIGMA_FACTOR (1 = the correct mechanism)")
+    ap.add_argument("--seed", type=int, default=200, help="first selector audit seed")
     args = ap.parse_args()
 
     from privmarg.audit import audit_gaussian, audit_selector, likelihood_ratio_score, tiny_table
@@ -71,13 +75,16 @@ def main():
     rho = cdp_rho(2.0, 1e-5)
     makers = {"mst": ("MST", lambda: MSTSelector(loop=PGM(iters=20)), args.mst_runs),
               "aim": ("AIM", lambda: AIMSelector("all-2way", loop=PGM(iters=20)), args.aim_runs)}
-    seed = 200
+    seed = args.seed
+    cases = []
+    for c in args.cases:
+        neighbour, noise, factor = c.split(":")
+        cases.append((neighbour, noise, None if float(factor) == 1.0 else float(factor)))
     for key in ("mst", "aim"):
         if key not in args.only:
             continue
         name, make, runs = makers[key]
-        for neighbour, noise, broken in (("add_remove", "continuous", None), ("add_remove", "discrete", None),
-                                         ("replace_one", "continuous", None), ("add_remove", "continuous", 0.25)):
+        for neighbour, noise, broken in cases:
             seed += 1
             scores: list[list[float]] = []
 

@@ -20,7 +20,7 @@ for the *rational* parameter actually used:
   requested ``σ`` (or ``τ``) is an upper bound on the true cost.
 * The vectorized samplers run batches of CKS's loops in int64 numpy arrays (the rejection shift
   ``c`` is a rational close to ``σ``, chosen so every integer stays below 2^62). Parameters whose
-  integers would not fit (``σ`` below about 2^-8 or above about 2^25) and the astronomically rare
+  integers would not fit (``σ`` below about 2^-9 or above about 2^25) and the astronomically rare
   proposals far in the tail go to the scalar reference (``method="reference"``, CKS's algorithms
   verbatim on Python integers), which is exact for any rational parameter.
 """
