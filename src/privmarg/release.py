@@ -177,6 +177,7 @@ class Released:
         ``epsilon_spent`` converts what was actually spent."""
         self._check_fitted()
         out = self.accountant_.to_dict()
+        out["noise"] = getattr(self, "noise", "continuous")  # the noise kind asked for
         if out["delta"] is not None:
             out["epsilon_spent"] = self.accountant_.epsilon_spent(out["delta"]) if out["rho_spent"] > 0 else 0.0
         return out

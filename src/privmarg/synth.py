@@ -25,7 +25,7 @@ log = logging.getLogger("privmarg")
 from .core.zeros import check_zeros
 from .data import DataError, Dataset, MarginalSource, MemorySource, read_table
 from .measure import MeasurementSession
-from .privacy import Accountant, cdp_rho, check_neighbour, noise_rngs, preprocess_budget
+from .privacy import Accountant, cdp_rho, check_neighbour, check_noise, noise_rngs, preprocess_budget
 from .release import Released
 from .select.base import Context, Selection
 
@@ -60,13 +60,17 @@ class Synthesizer(Released):
 
     Privacy: ``fit`` spends exactly the budget (a selector may leave some unspent only where its
     algorithm says so, e.g. JAM's public choices); ``privacy_report()`` lists every charge.
+
+    ``noise``: ``"continuous"`` (default, the papers' float Gaussian) or ``"discrete"`` (the exact
+    discrete Gaussian on integer counts and discrete Laplace in PrivTree, same zCDP cost; see
+    :class:`~privmarg.measure.MeasurementSession` for what falls back to continuous noise).
     """
 
     default_neighbour = "add_remove"
 
     def __init__(self, selector: Any, generator: Any = None, *, epsilon: float | None = 1.0,
                  delta: float | None = 1e-9, rho: float | None = None, neighbour: str | None = None,
-                 seed: int | None = None, preprocess_share: float = 0.1):
+                 seed: int | None = None, preprocess_share: float = 0.1, noise: str = "continuous"):
         from .registry import make_generator
 
         self.selector = selector
@@ -76,6 +80,7 @@ class Synthesizer(Released):
         self.rho = rho
         self.neighbour = check_neighbour(neighbour or self.default_neighbour)
         self.seed = seed
+        self.noise = check_noise(noise)
         if not 0 < preprocess_share < 1:
             raise ValueError(f"preprocess_share must be in (0, 1), got {preprocess_share}")
         self.preprocess_share = float(preprocess_share)
@@ -125,7 +130,8 @@ class Synthesizer(Released):
                 raise DataError("with a schema, data must be a DataFrame or a CSV/Parquet file")
             self.encoder_ = TableEncoder(schema, drop_unknown=drop_unknown)
             rho_pre = preprocess_budget(self.rho_total, self.preprocess_share, schema.needs_dp)
-            source = MemorySource(self.encoder_.fit_encode(frame, accountant, rho_pre, noise_rng))
+            source = MemorySource(self.encoder_.fit_encode(frame, accountant, rho_pre, noise_rng,
+                                                           noise=self.noise))
         elif _is_source(data):
             source = data
         else:
@@ -140,7 +146,7 @@ class Synthesizer(Released):
         self.rho_available_ = self.rho_total - self.rho_preprocess_
         # the record count is public only under replace-one
         self.public_rows_ = int(source.count()) if self.neighbour == "replace_one" else None
-        session = MeasurementSession(source, accountant, noise_rng)
+        session = MeasurementSession(source, accountant, noise_rng, noise=self.noise)
         user_report = progress or (lambda spent, total, msg: None)
 
         def report(spent: float, total: float, msg: str) -> None:

@@ -104,19 +104,20 @@ class TableEncoder:
 
     # ------------------------------------------------------------------------------ fitting
     def fit(self, df: pd.DataFrame | None = None, accountant: Accountant | None = None, rho_budget: float = 0.0,
-            rng: np.random.Generator | None = None) -> "TableEncoder":
-        """Fix the encoding: public steps from the schema; DP steps (if asked for) from ``df``, charged."""
-        self._fit(df, accountant, rho_budget, rng)
+            rng: np.random.Generator | None = None, *, noise: str = "continuous") -> "TableEncoder":
+        """Fix the encoding: public steps from the schema; DP steps (if asked for) from ``df``, charged.
+        ``noise``: ``"continuous"`` or ``"discrete"`` noise for the DP steps (see MeasurementSession)."""
+        self._fit(df, accountant, rho_budget, rng, noise=noise)
         return self
 
     def fit_encode(self, df: pd.DataFrame, accountant: Accountant | None = None, rho_budget: float = 0.0,
-                   rng: np.random.Generator | None = None) -> Dataset:
+                   rng: np.random.Generator | None = None, *, noise: str = "continuous") -> Dataset:
         """:meth:`fit` then :meth:`encode` on the same table, validating it once (before any charge)."""
         prepared = self._prepare(df)
-        self._fit(df, accountant, rho_budget, rng, prepared=prepared)
+        self._fit(df, accountant, rho_budget, rng, prepared=prepared, noise=noise)
         return self._encode_prepared(prepared)
 
-    def _fit(self, df, accountant, rho_budget, rng, prepared=None) -> None:
+    def _fit(self, df, accountant, rho_budget, rng, prepared=None, noise: str = "continuous") -> None:
         dp_cols = [c for c in self.schema if c.dp_step]
         self.rho_spent_ = 0.0
         if dp_cols:
@@ -136,7 +137,7 @@ class TableEncoder:
         spent0 = accountant.rho_spent if accountant is not None else 0.0
         session = None
         if dp_cols:  # the DP steps read the prepared columns through a session, charged
-            session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False)
+            session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False, noise=noise)
         codecs = []
         for col in self.schema:
             if col.numeric:
