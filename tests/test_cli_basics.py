@@ -106,3 +106,17 @@ def test_quiet_prints_errors_only_and_verbose_logs_the_steps(tmp_path):
                        capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "COLUMNS": "200"})
     assert r.returncode == 0 and "INFO" in r.stderr and "rho" in r.stderr and "privacy spent" in r.stderr
     logging.getLogger("privmarg").setLevel(logging.WARNING)
+
+
+def test_synth_noise_discrete_is_in_the_ledger(tmp_path):
+    import json
+
+    from privmarg import datasets
+
+    datasets.write("titanic", tmp_path / "d")
+    r = runner.invoke(app, ["synth", str(tmp_path / "d" / "private.csv"), "--domain", str(tmp_path / "d" / "domain.json"),
+                            "--method", "independent", "--noise", "discrete", "--seed", "0",
+                            "-o", str(tmp_path / "o.csv"), "--report", str(tmp_path / "r.json")], prog_name="privmarg")
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "r.json").read_text())["privacy"]
+    assert rep["noise"] == "discrete" and {e["mechanism"] for e in rep["ledger"]} == {"discrete_gaussian"}

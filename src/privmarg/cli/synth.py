@@ -44,6 +44,7 @@ def synth(
     public: Optional[Path] = typer.Option(None, "--public", help="public table over the same domain/schema (needed by --method jam)"),
     save_model: Optional[Path] = typer.Option(None, "--save-model", help="also save the fitted model to this directory (sample more rows later with `privmarg sample`, no budget)"),
     force: bool = typer.Option(False, "--force", help="replace an existing --save-model directory"),
+    noise: str = typer.Option("continuous", "--noise", help="continuous (the papers' float Gaussian) or discrete (exact discrete Gaussian/Laplace on integer counts, same privacy cost; recommended for releases)"),
     backend: str = typer.Option("memory", "--backend", help="memory, or duckdb: count an integer-coded INPUT by SQL without loading it whole (with --domain; needs the duckdb package)"),
 ) -> None:
     """Fit a method on INPUT and write a synthetic table (written atomically, all or nothing)."""
@@ -102,7 +103,9 @@ def synth(
                 TableEncoder(sch, drop_unknown=True).validate(public_data)
             else:
                 public_data = Dataset.from_frame(read_table(public), dom, drop_unknown=drop_unknown)
-        kw: dict = {"seed": seed, "neighbour": neighbour}
+        if noise not in ("continuous", "discrete"):
+            raise UsageProblem(f"--noise must be continuous or discrete, got {noise!r}")
+        kw: dict = {"seed": seed, "neighbour": neighbour, "noise": noise}
         if generator is not None:
             kw["generator"] = generator.lower()
         if "workload" in registry.entry("preset", method_l).flags:
