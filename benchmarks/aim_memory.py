@@ -29,21 +29,8 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "aim_memory.jsonl"
 
 
-def _status(field: str) -> float | None:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024.0
-    return None
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
+from privmarg.memory import reset_peak as _reset_peak  # noqa: E402
+from privmarg.memory import status_mb as _status  # noqa: E402
 
 
 def run(seed: int, label: str, out: Path) -> dict:

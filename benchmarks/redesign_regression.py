@@ -37,7 +37,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from privmarg.benchmark.runner import _reset_peak, _rss_mb  # the same in the old and new code
+from privmarg.benchmark.runner import _reset_peak, _rss_mb  # in the old and the new code (now from privmarg.memory)
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[1] / "shared" / "data" / "adult"

@@ -22,3 +22,26 @@ def peak_rss_mb(children: bool = False) -> float | None:
         return getattr(info, "peak_wset", info.rss) / 2**20
     usage = resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF).ru_maxrss
     return usage / 2**20 if sys.platform == "darwin" else usage / 1024.0
+
+
+def status_mb(field: str) -> float | None:
+    """A memory field of /proc/self/status (``VmRSS``, ``VmHWM``, ...) in MB; None off Linux."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak() -> bool:
+    """Reset this process's peak-RSS mark (Linux ``clear_refs`` 5), so that ``VmHWM`` measures
+    from now on; False where unsupported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False

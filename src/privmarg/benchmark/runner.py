@@ -32,6 +32,8 @@ import numpy as np
 from ..data import Dataset, read_table
 from ..core import Domain
 from ..memory import peak_rss_mb
+from ..memory import reset_peak as _reset_peak
+from ..memory import status_mb as _rss_mb
 from .config import BenchConfig, Cell
 from .methods import check_available, resolve
 from .results import append_record, finished_keys, repair
@@ -68,27 +70,6 @@ def load_cell_data(cell: Cell) -> tuple[Dataset, Dataset]:
         _DATA_CACHE.clear()
         _DATA_CACHE[ck] = pair
     return _DATA_CACHE[ck]
-
-
-def _rss_mb(field_name: str) -> float | None:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(field_name + ":"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak() -> bool:
-    """Reset this process's peak-RSS mark (Linux ``clear_refs`` 5); False where unsupported."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def _subsample(data: Dataset, rows: int | None, seed: int) -> Dataset:
