@@ -31,7 +31,10 @@ def test_issue_example_parses_with_sizes_and_dtypes():
     assert s.names == ("age", "income", "sex", "job", "opened", "owner", "score")
     assert s.needs_dp
     dom = s.max_domain()
-    assert dom.to_dict() == {"age": 32, "income": 32, "sex": 2, "job": 4, "opened": 32, "owner": 2, "score": 33}
+    # defaults: a 101-value integer kept exact; the datetime and the float get PrivTree (at most 64
+    # bins), the float also atoms at its bounds 0 and 1, then missing
+    assert dom.to_dict() == {"age": 101, "income": 32, "sex": 2, "job": 4, "opened": 64, "owner": 2, "score": 67}
+    assert s["age"].binning == "exact" and s["opened"].binning == "privtree" and s["score"].atoms == (0.0, 1.0)
     dt = s.dtypes()
     assert dt["age"] == "int64" and dt["income"] == "float64" and dt["opened"] == "datetime64[ns]"
     assert dt["owner"] == "bool" and dt["score"] == "float64"

@@ -23,9 +23,11 @@ __all__ = ["uniform_edges", "bin_index", "privtree_edges", "privtree_parameters"
 def uniform_edges(col: ColumnSpec) -> np.ndarray:
     """Edges of ``col.bins`` equal-width bins on the schema's bounds (public: no data involved).
 
-    Lattice columns with at most ``bins`` values get one bin per value.
+    Lattice columns with at most ``bins`` values, and ``exact`` columns, get one bin per value.
     """
     lo, hi, bins = col.lo, col.hi, col.bins
+    if col.binning == "exact":
+        return np.arange(lo, hi + 2, dtype=float)
     if col.lattice:
         n_values = int(hi - lo + 1)
         if n_values <= bins:

@@ -4,13 +4,15 @@
 :class:`~privmarg.core.Domain` fixed by the public :class:`~privmarg.schema.Schema` and, only where
 the schema asks for them, by DP preprocessing steps charged to the caller's accountant:
 
-* numeric/datetime columns: uniform bins on the public bounds (free) or PrivTree bins (DP);
+* numeric/datetime columns: one code per value (``exact``), uniform bins on the public bounds
+  (free) or PrivTree bins (DP), plus the schema's *atoms* (values coded exactly, outside any bin);
 * categorical columns: the public value list (+ a reserved "other" value when ``other: true``),
   optionally with DP rare-category merging;
 * ``missing: true`` columns: nulls are one more value, the last code.
 
-Codes of a column: its bins / kept values in order, then the merged-rare group (if any), then missing.
-Decoding draws numeric values uniformly within their bin (or takes the bin midpoint), rounds integers,
+Codes of a column: its bins / kept values in order, then its atoms or the merged-rare group (if any),
+then missing. Decoding returns atoms exactly, draws other numeric values uniformly within their bin
+(or takes the bin midpoint; an integer bin never yields one of its column's atoms), rounds integers,
 restores datetimes, categories and missing values, and draws merged rare categories uniformly from
 their group.
 """
@@ -45,6 +47,8 @@ class ColumnCodec:
 
     spec: ColumnSpec
     edges: np.ndarray | None = None  # numeric columns
+    atoms: np.ndarray = field(default_factory=lambda: np.array([], dtype=float))  # numeric values coded exactly
+    rho: float = 0.0  # zCDP this column's DP step was charged
     kept: np.ndarray | None = None  # categorical/boolean: base codes kept as their own code, in order
     group: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64))  # merged rare values
     base_to_code: np.ndarray | None = None
@@ -53,7 +57,7 @@ class ColumnCodec:
     def n_main(self) -> int:
         """Codes before the missing value."""
         if self.edges is not None:
-            return len(self.edges) - 1
+            return len(self.edges) - 1 + len(self.atoms)
         return len(self.kept) + int(len(self.group) > 0)
 
     @property
@@ -76,9 +80,13 @@ class ColumnCodec:
         if self.edges is not None:
             out["binning"] = self.spec.binning
             out["edges"] = [float(e) for e in self.edges]
+            if len(self.atoms):
+                out["atoms"] = [float(a) for a in self.atoms]
         elif len(self.group):
             labels = self.labels()
             out["merged"] = [_jsonable(labels[i]) for i in self.group]
+        if self.rho:
+            out["rho"] = float(self.rho)
         return out
 
 
@@ -89,9 +97,11 @@ def _jsonable(v: Any) -> Any:
 class TableEncoder:
     """Encode raw tables for a :class:`Schema`; decode synthetic codes back to its types.
 
-    ``fit(df, accountant, rho_budget, rng)`` spends exactly ``rho_budget`` (split equally over the
-    columns asking for PrivTree or rare merging) when the schema asks for a DP step, and nothing,
-    without reading ``df``, otherwise: the encoding then depends on the schema alone.
+    ``fit(df, accountant, rho_budget, rng)`` spends exactly ``rho_budget`` zCDP (split equally over
+    the columns asking for PrivTree or rare merging; each column's share is in :meth:`report` and in
+    the accountant's ledger) when the schema asks for a DP step, and nothing, without reading ``df``,
+    otherwise: the encoding then depends on the schema alone. PrivTree never counts a column's atoms
+    (they have their own codes).
     """
 
     def __init__(self, schema: Any, *, drop_unknown: bool = False, rare_threshold: float = RARE_THRESHOLD):
@@ -136,15 +146,22 @@ class TableEncoder:
         spent0 = accountant.rho_spent if accountant is not None else 0.0
         session = None
         if dp_cols:  # the DP steps read the prepared columns through a session, charged
-            session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False)
+            counted = dict(prepared)
+            for col in dp_cols:  # atoms have codes of their own: the tree splits the rest
+                if col.dp_step == "privtree" and col.atoms:
+                    x = counted[col.name].copy()
+                    x[np.isin(x, np.asarray(col.atoms))] = np.nan
+                    counted[col.name] = x
+            session = MeasurementSession(ColumnCounts(counted, len(df)), accountant, rng, cache=False)
         codecs = []
         for col in self.schema:
             if col.numeric:
+                atoms = np.asarray(col.atoms, dtype=float)
                 if col.dp_step == "privtree":
                     edges = privtree_edges(session, col.name, col, rho_col)
+                    codecs.append(ColumnCodec(col, edges=edges, atoms=atoms, rho=rho_col))
                 else:
-                    edges = uniform_edges(col)
-                codecs.append(ColumnCodec(col, edges=edges))
+                    codecs.append(ColumnCodec(col, edges=uniform_edges(col), atoms=atoms))
                 continue
             k = col.base_size
             group = np.array([], dtype=np.int64)
@@ -156,7 +173,8 @@ class TableEncoder:
             kept = np.flatnonzero(~in_group)
             base_to_code = np.full(k, len(kept), dtype=np.int64)
             base_to_code[kept] = np.arange(len(kept))
-            codecs.append(ColumnCodec(col, kept=kept, group=group, base_to_code=base_to_code))
+            codecs.append(ColumnCodec(col, kept=kept, group=group, base_to_code=base_to_code,
+                                      rho=rho_col if col.dp_step else 0.0))
         if accountant is not None:
             self.rho_spent_ = accountant.rho_spent - spent0
         self.codecs_ = {c.spec.name: c for c in codecs}
@@ -191,6 +209,11 @@ class TableEncoder:
                 miss = np.isnan(v)
                 code = np.empty(len(v), dtype=np.int64)
                 code[~miss] = bin_index(v[~miss], c.edges)
+                if len(c.atoms):
+                    k = np.searchsorted(c.atoms, v)
+                    hit = ~miss & (k < len(c.atoms))
+                    hit[hit] = c.atoms[k[hit]] == v[hit]
+                    code[hit] = len(c.edges) - 1 + k[hit]
             else:
                 miss = v < 0
                 code = np.empty(len(v), dtype=np.int64)
@@ -246,7 +269,8 @@ class TableEncoder:
         return pd.DataFrame(out)
 
     def report(self) -> dict:
-        """Per column: type, number of codes, bin edges or merged categories (all public or DP outputs)."""
+        """Per column: type, number of codes, bin edges and atoms or merged categories (all public or DP
+        outputs), and the zCDP ``rho`` its DP step was charged (absent when free)."""
         self._check_fitted()
         return {"rho_spent": float(self.rho_spent_), "columns": {n: c.report() for n, c in self.codecs_.items()}}
 
@@ -376,13 +400,23 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
     ok = ~miss
     j = code[ok]
     if c.edges is not None:
-        left, right = c.edges[j], c.edges[j + 1]
+        n_bins = len(c.edges) - 1
+        is_atom = j >= n_bins
+        jb = np.minimum(j, n_bins - 1)
+        left, right = c.edges[jb], c.edges[jb + 1]
         if spec.lattice:  # bin j holds the integers left .. right-1
+            if len(c.atoms):  # ... less the atoms at its ends (they have their own codes)
+                l2 = left + np.isin(left, c.atoms)
+                r2 = right - np.isin(right - 1, c.atoms)
+                ok2 = r2 > l2
+                left, right = np.where(ok2, l2, left), np.where(ok2, r2, right)
             if midpoint:
                 v = np.floor((left + right - 1) / 2 + 0.5)
             else:
                 v = left + np.floor(rng.random(len(j)) * (right - left))
                 v = np.minimum(v, right - 1)
+            if is_atom.any():
+                v[is_atom] = c.atoms[j[is_atom] - n_bins]
             v = v.astype(np.int64)
             if spec.type == "integer":
                 if spec.missing:
@@ -395,6 +429,8 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
             ns[ok] = (v * DATETIME_UNITS[spec.unit]).astype("datetime64[ns]")
             return pd.Series(ns, dtype="datetime64[ns]")
         v = (left + right) / 2 if midpoint else left + rng.random(len(j)) * (right - left)
+        if is_atom.any():
+            v[is_atom] = c.atoms[j[is_atom] - n_bins]
         out = np.full(n, np.nan)
         out[ok] = np.clip(v, spec.lo, spec.hi)
         return pd.Series(out, dtype="float64")
