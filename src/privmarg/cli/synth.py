@@ -38,7 +38,8 @@ def synth(
     neighbour: Optional[str] = typer.Option(None, "--neighbour", help="add_remove or replace_one (default: the method's; add_remove except PrivPGD)"),
     output: Path = typer.Option(..., "--output", "-o", help="synthetic table (.csv or .parquet)"),
     report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, timing"),
-    zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..] (with --domain)'),
+    zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..]: integer codes with --domain, raw values with --schema'),
+    allow_draft_schema: bool = typer.Option(False, "--allow-draft-schema", help='accept a schema marked "draft": true (bounds read off the private data: not DP)'),
     public: Optional[Path] = typer.Option(None, "--public", help="public table over the same domain/schema (needed by --method jam)"),
 ) -> None:
     """Fit a method on INPUT and write a synthetic table (written atomically, all or nothing)."""
@@ -66,15 +67,21 @@ def synth(
             from ..preprocess import TableEncoder
 
             sch = Schema.load(schema)
+            if not allow_draft_schema:
+                sch.check_not_draft()
             dom = sch.max_domain()  # column names for checking the workload; sizes are fixed by fit
             data = read_table(input)
             TableEncoder(sch, drop_unknown=drop_unknown).validate(data)  # bad input: fail before any budget
         else:
             dom = Domain.from_json(domain)
             data = Dataset.from_frame(read_table(input), dom, drop_unknown=drop_unknown)
-        if zeros is not None and schema is not None:
-            raise UsageProblem("--zeros takes integer codes: use it with --domain")
-        zero_list = load_zeros(zeros, dom) if zeros is not None else None
+        if zeros is not None and schema is not None:  # raw values: checked against the schema now
+            import json
+
+            zero_list = json.loads(Path(zeros).read_text())
+            TableEncoder(sch, drop_unknown=drop_unknown).check_zeros(zero_list)
+        else:
+            zero_list = load_zeros(zeros, dom) if zeros is not None else None
         if needs_public != (public is not None):
             raise UsageProblem(f"--method {method_l} needs --public PUBLIC.csv" if public is None
                                else f"--public is not used by --method {method_l}")
@@ -107,7 +114,8 @@ def synth(
 
             extra = {} if public_data is None else {"public": public_data}
             if schema is not None:
-                mech.fit(data, sch, progress=progress, drop_unknown=drop_unknown, **extra)
+                mech.fit(data, sch, progress=progress, drop_unknown=drop_unknown, zeros=zero_list,
+                         allow_draft_schema=allow_draft_schema, **extra)
             else:
                 mech.fit(data, progress=progress, zeros=zero_list, **extra)
             bar.update(task, completed=1.0, msg="sampling")

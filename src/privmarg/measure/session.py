@@ -111,8 +111,9 @@ class MeasurementSession:
         return self.source.histogram(column, k)
 
     def privtree(self, column: str, lo: float, hi: float, *, lattice: bool, max_depth: int, rho: float,
-                 what: str) -> np.ndarray:
-        """PrivTree leaf edges of a raw numeric column on the public range ``[lo, hi)``; charges ``rho``."""
+                 what: str, threshold: float = 0.0) -> np.ndarray:
+        """PrivTree leaf edges of a raw numeric column on the public range ``[lo, hi)``; charges ``rho``
+        (``threshold``: PrivTree's θ in rows, public)."""
         count: Callable = self.source.range_counter(column)
         return privtree_split(self.accountant, count, lo, hi, lattice=lattice, max_depth=max_depth, rho=rho,
-                              rng=self.rng, what=what)
+                              rng=self.rng, what=what, threshold=threshold)

@@ -20,6 +20,7 @@ their group.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,11 +29,11 @@ import pandas as pd
 
 from ..data import ColumnCounts, DataError, Dataset
 from ..measure import MeasurementSession
-from ..core import Domain
-from ..privacy import Accountant, BudgetExceededError
+from ..core import Domain, StructuralZero
+from ..privacy import Accountant, BudgetExceededError, gaussian_sigma
 from ..schema import ColumnSpec, Schema, as_schema, value_key
 from ..schema.model import DATETIME_UNITS
-from .binning import bin_index, privtree_edges, uniform_edges
+from .binning import bin_index, privtree_edges, resolution_bins, resolution_threshold, uniform_edges
 from .merging import RARE_THRESHOLD, rare_categories
 
 __all__ = ["ColumnCodec", "TableEncoder"]
@@ -100,8 +101,8 @@ class TableEncoder:
     ``fit(df, accountant, rho_budget, rng)`` spends exactly ``rho_budget`` zCDP (split equally over
     the columns asking for PrivTree or rare merging; each column's share is in :meth:`report` and in
     the accountant's ledger) when the schema asks for a DP step, and nothing, without reading ``df``,
-    otherwise: the encoding then depends on the schema alone. PrivTree never counts a column's atoms
-    (they have their own codes).
+    otherwise: the encoding then depends on the schema alone. With PrivTree, an atom keeps a code of
+    its own only where the tree split down to its finest width (dense data there).
     """
 
     def __init__(self, schema: Any, *, drop_unknown: bool = False, rare_threshold: float = RARE_THRESHOLD):
@@ -114,20 +115,24 @@ class TableEncoder:
 
     # ------------------------------------------------------------------------------ fitting
     def fit(self, df: pd.DataFrame | None = None, accountant: Accountant | None = None, rho_budget: float = 0.0,
-            rng: np.random.Generator | None = None) -> "TableEncoder":
-        """Fix the encoding: public steps from the schema; DP steps (if asked for) from ``df``, charged."""
-        self._fit(df, accountant, rho_budget, rng)
+            rng: np.random.Generator | None = None, *, rho_model: float | None = None) -> "TableEncoder":
+        """Fix the encoding: public steps from the schema; DP steps (if asked for) from ``df``, charged
+        exactly ``rho_budget`` zCDP. ``rho_model``: the zCDP the synthesizer will spend afterwards (default
+        ``9·rho_budget``, the 10% preprocessing share), which sizes adaptive PrivTree bins."""
+        self._fit(df, accountant, rho_budget, rng, rho_model=rho_model)
         return self
 
     def fit_encode(self, df: pd.DataFrame, accountant: Accountant | None = None, rho_budget: float = 0.0,
-                   rng: np.random.Generator | None = None) -> Dataset:
+                   rng: np.random.Generator | None = None, *, rho_model: float | None = None) -> Dataset:
         """:meth:`fit` then :meth:`encode` on the same table, validating it once (before any charge)."""
         prepared = self._prepare(df)
-        self._fit(df, accountant, rho_budget, rng, prepared=prepared)
+        self._fit(df, accountant, rho_budget, rng, prepared=prepared, rho_model=rho_model)
         return self._encode_prepared(prepared)
 
-    def _fit(self, df, accountant, rho_budget, rng, prepared=None) -> None:
+    def _fit(self, df, accountant, rho_budget, rng, prepared=None, rho_model=None) -> None:
         dp_cols = [c for c in self.schema if c.dp_step]
+        self.warnings_: list[str] = []
+        self.rows_estimate_ = None
         self.rho_spent_ = 0.0
         if dp_cols:
             if df is None:
@@ -142,23 +147,33 @@ class TableEncoder:
                     f"({accountant.rho_remaining:.6g})")
             if prepared is None:
                 prepared = self._prepare(df)  # every check before the first charge
-        rho_col = rho_budget / len(dp_cols) if dp_cols else 0.0
+        adaptive = any(c.dp_step == "privtree" and c.adaptive for c in dp_cols)
+        # a noisy row count sizes adaptive PrivTree bins (add/remove only: replace-one's N is public)
+        count_step = adaptive and accountant.neighbour == "add_remove"
+        rho_col = rho_budget / (len(dp_cols) + int(count_step)) if dp_cols else 0.0
         spent0 = accountant.rho_spent if accountant is not None else 0.0
         session = None
         if dp_cols:  # the DP steps read the prepared columns through a session, charged
-            counted = dict(prepared)
-            for col in dp_cols:  # atoms have codes of their own: the tree splits the rest
-                if col.dp_step == "privtree" and col.atoms:
-                    x = counted[col.name].copy()
-                    x[np.isin(x, np.asarray(col.atoms))] = np.nan
-                    counted[col.name] = x
-            session = MeasurementSession(ColumnCounts(counted, len(df)), accountant, rng, cache=False)
+            session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False)
+        threshold = 0.0
+        if adaptive:
+            if count_step:
+                l2 = 1.0
+                sigma = gaussian_sigma(rho_col, l2)
+                rows = float(session.gaussian(np.array([float(len(df))]), sigma, l2, "row count (bin sizing)")[0])
+            else:
+                rows = float(len(df))
+            self.rows_estimate_ = rows
+            rho_m = 9.0 * rho_budget if rho_model is None else float(rho_model)
+            threshold = resolution_threshold(rows, len(self.schema), rho_m)
+            self.resolution_bins_ = resolution_bins(rows, len(self.schema), rho_m)
         codecs = []
         for col in self.schema:
             if col.numeric:
                 atoms = np.asarray(col.atoms, dtype=float)
                 if col.dp_step == "privtree":
-                    edges = privtree_edges(session, col.name, col, rho_col)
+                    edges = privtree_edges(session, col.name, col, rho_col, threshold if col.adaptive else 0.0)
+                    atoms = _dense_atoms(col, edges, atoms)
                     codecs.append(ColumnCodec(col, edges=edges, atoms=atoms, rho=rho_col))
                 else:
                     codecs.append(ColumnCodec(col, edges=uniform_edges(col), atoms=atoms))
@@ -179,6 +194,15 @@ class TableEncoder:
             self.rho_spent_ = accountant.rho_spent - spent0
         self.codecs_ = {c.spec.name: c for c in codecs}
         self.domain = Domain(self.schema.names, [c.size for c in codecs])
+        if self.rows_estimate_ is not None:  # post-processing of DP outputs: free
+            b = self.resolution_bins_
+            for c in codecs:
+                if c.n_main > 2 * b and not (c.spec.dp_step == "privtree" and c.spec.adaptive):
+                    self.warnings_.append(
+                        f"column {c.spec.name!r} has {c.n_main} codes, but with about {self.rows_estimate_:.0f} "
+                        f"rows and this budget a 2-way marginal resolves about {b:.0f} per column: its "
+                        "marginals will be mostly noise (drop \"bins\" to let PrivTree size the bins, or "
+                        "use fewer bins or categories)")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "codecs_"):
@@ -207,13 +231,7 @@ class TableEncoder:
             v = prepared[name]
             if c.edges is not None:
                 miss = np.isnan(v)
-                code = np.empty(len(v), dtype=np.int64)
-                code[~miss] = bin_index(v[~miss], c.edges)
-                if len(c.atoms):
-                    k = np.searchsorted(c.atoms, v)
-                    hit = ~miss & (k < len(c.atoms))
-                    hit[hit] = c.atoms[k[hit]] == v[hit]
-                    code[hit] = len(c.edges) - 1 + k[hit]
+                code = self._encode_prepared_column(c, v)
             else:
                 miss = v < 0
                 code = np.empty(len(v), dtype=np.int64)
@@ -222,6 +240,19 @@ class TableEncoder:
                 code[miss] = c.missing_code
             cols.append(code)
         return Dataset(np.column_stack(cols), self.domain, validate=False)
+
+    @staticmethod
+    def _encode_prepared_column(c: ColumnCodec, v: np.ndarray) -> np.ndarray:
+        """Codes of a numeric column's prepared values (NaN entries get an arbitrary code)."""
+        miss = np.isnan(v)
+        code = np.zeros(len(v), dtype=np.int64)
+        code[~miss] = bin_index(v[~miss], c.edges)
+        if len(c.atoms):
+            k = np.searchsorted(c.atoms, v)
+            hit = ~miss & (k < len(c.atoms))
+            hit[hit] = c.atoms[k[hit]] == v[hit]
+            code[hit] = len(c.edges) - 1 + k[hit]
+        return code
 
     def _prepare(self, df: pd.DataFrame, clipped: dict[str, int] | None = None) -> dict[str, np.ndarray]:
         """Check columns, emptiness and every value; numeric columns → clipped floats (NaN = missing),
@@ -268,11 +299,118 @@ class TableEncoder:
             out[name] = _decode_column(self.codecs_[name], codes[:, j].astype(np.int64), rng, midpoint)
         return pd.DataFrame(out)
 
+    # ------------------------------------------------------------------------------ structural zeros
+    def check_zeros(self, spec: Any) -> list[tuple[tuple[str, ...], list[dict[str, np.ndarray]]]]:
+        """Validate structural zeros written in raw values against the schema alone (no data read, free).
+
+        ``spec``: ``[{"attrs": ["sex", "pregnant"], "cells": [["male", "yes"], ...]}, ...]``; a cell
+        lists one raw value per attribute (``null`` = missing where the column allows it). Returns, per
+        zero, its attributes and each cell's prepared values; raises :class:`DataError` naming the
+        problem (unknown column, wrong arity, a value the schema does not allow)."""
+        if isinstance(spec, Mapping):
+            spec = [spec]
+        if not isinstance(spec, (list, tuple)):
+            raise DataError("structural zeros must be a list of {\"attrs\": [...], \"cells\": [[...], ...]}")
+        out = []
+        for i, item in enumerate(spec):
+            where = f"structural zero #{i + 1}"
+            if not isinstance(item, Mapping) or "attrs" not in item or "cells" not in item:
+                raise DataError(f"{where}: needs \"attrs\" and \"cells\" (raw values; \"allowed\" is for "
+                                "integer codes with --domain)")
+            attrs = tuple(str(a) for a in item["attrs"])
+            unknown = [a for a in attrs if a not in self.schema]
+            if not attrs or unknown or len(set(attrs)) != len(attrs):
+                raise DataError(f"{where}: attrs {list(attrs)} must name distinct schema columns"
+                                + (f" ({unknown} not in the schema)" if unknown else ""))
+            cells = item["cells"]
+            if not isinstance(cells, (list, tuple)) or not cells or any(
+                    not isinstance(c, (list, tuple)) or len(c) != len(attrs) for c in cells):
+                raise DataError(f"{where}: \"cells\" must be a non-empty list of [{', '.join(attrs)}] values")
+            values = {}
+            for j, a in enumerate(attrs):
+                col = self.schema[a]
+                raw = pd.Series([c[j] for c in cells], dtype=object)
+                try:
+                    v = _prepare_column(col, raw)
+                except DataError as e:
+                    raise DataError(f"{where}: {e}") from None
+                if col.numeric:
+                    x = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float) if col.type != "datetime" else v
+                    outside = ~np.isnan(x) & ((x < col.lo) | (x > col.hi))
+                    if outside.any():
+                        raise DataError(f"{where}: column {a!r}: value {raw[outside].iloc[0]!r} lies outside "
+                                        "the schema's bounds")
+                elif col.type == "categorical" and col.other and np.any(v == len(col.values)):
+                    raise DataError(f"{where}: column {a!r}: value {raw[v == len(col.values)].iloc[0]!r} is "
+                                    "not one of the schema's categories")
+                values[a] = v
+            out.append((attrs, values))
+        return out
+
+    def structural_zeros(self, spec: Any) -> list[StructuralZero]:
+        """Structural zeros written in raw values (see :meth:`check_zeros`) as masks over :attr:`domain`.
+
+        Post-processing of the fitted encoding (free). A cell is forbidden only where each of its
+        values has a code of its own: a category not merged into the rare group, an integer in a
+        one-value bin (``exact`` columns) or an atom, a missing value. A cell whose value shares its
+        code with possible values (inside a wider bin, or merged) cannot be forbidden without
+        forbidding those too: it is left out and named in :attr:`zero_notes_`."""
+        self._check_fitted()
+        self.zero_notes_: list[str] = []
+        zeros = []
+        for attrs, values in self.check_zeros(spec):
+            codes, exact = [], np.ones(len(next(iter(values.values()))), dtype=bool)
+            for a in attrs:
+                c, v = self.codecs_[a], values[a]
+                if c.edges is not None:
+                    miss = np.isnan(v)
+                    code = self._encode_prepared_column(c, v)
+                    n_bins = len(c.edges) - 1
+                    jb = np.minimum(code, n_bins - 1)
+                    unit = c.spec.lattice & (c.edges[jb + 1] - c.edges[jb] == 1)
+                    exact &= miss | (code >= n_bins) | unit
+                else:
+                    miss = v < 0
+                    code = np.where(miss, -1, c.base_to_code[np.maximum(v, 0)])
+                    exact &= miss | ~np.isin(np.maximum(v, 0), c.group)
+                if miss.any():
+                    code = np.where(miss, c.missing_code if c.missing_code is not None else 0, code)
+                codes.append(code)
+            cells = np.column_stack(codes)
+            for k in np.flatnonzero(~exact):
+                self.zero_notes_.append(f"structural zero on {list(attrs)}: cell {k + 1} has a value without a "
+                                        "code of its own (inside a bin or a merged group): left out")
+            if exact.any():
+                zeros.append(StructuralZero.from_cells(self.domain, attrs, cells[exact]))
+        return zeros
+
     def report(self) -> dict:
         """Per column: type, number of codes, bin edges and atoms or merged categories (all public or DP
         outputs), and the zCDP ``rho`` its DP step was charged (absent when free)."""
         self._check_fitted()
-        return {"rho_spent": float(self.rho_spent_), "columns": {n: c.report() for n, c in self.codecs_.items()}}
+        out = {"rho_spent": float(self.rho_spent_), "columns": {n: c.report() for n, c in self.codecs_.items()}}
+        if self.rows_estimate_ is not None:
+            out["rows_estimate"] = float(self.rows_estimate_)
+            out["resolution_bins"] = float(self.resolution_bins_)
+        if self.warnings_:
+            out["warnings"] = list(self.warnings_)
+        return out
+
+
+def _dense_atoms(col: ColumnSpec, edges: np.ndarray, atoms: np.ndarray) -> np.ndarray:
+    """The atoms PrivTree found dense: those whose leaf the tree split down to its finest width (its
+    depth cap). An atom in a wider leaf holds few rows; a code of its own would only collect noise
+    (mass the generator then puts exactly at a bound, an outlier). Post-processing of the tree: free."""
+    if not len(atoms):
+        return atoms
+    depth = int(math.floor(math.log2(col.bins)))
+    span = (col.hi + 1 - col.lo) if col.lattice else (col.hi - col.lo)
+    finest = span / 2 ** depth
+    if col.lattice:
+        finest = max(1.0, math.ceil(finest))
+    j = bin_index(atoms, edges)
+    width = edges[j + 1] - edges[j]
+    return atoms[width <= finest * (1 + 1e-9)]
 
 
 # ---------------------------------------------------------------------------------- columns

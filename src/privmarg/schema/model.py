@@ -27,7 +27,8 @@ point mass at 0 or at a bound; integer and float columns).
 Defaults (issue #15), all fixed by the schema alone: with neither ``binning`` nor ``bins``, an
 integer/datetime column with at most :data:`EXACT_MAX_VALUES` values is kept ``exact``; any other
 numeric column gets ``privtree`` bins (at most :data:`DEFAULT_ADAPTIVE_BINS`, so they adapt to the
-number of rows and the budget: a sparse region stays one bin) and, for integer and float columns,
+number of rows and the budget: PrivTree's threshold θ is set so that a column gets about as many bins
+as a 2-way marginal can resolve, see :func:`privmarg.preprocess.binning.resolution_bins`) and, for integer and float columns,
 atoms at both bounds and at 0 when 0 lies strictly inside them (values clipped to a bound and
 zero-inflated columns decode exactly instead of being smeared over a bin). ``bins`` given without
 ``binning`` means ``uniform`` (the behaviour of earlier versions); ``privtree`` alone caps at
@@ -66,7 +67,7 @@ DEFAULT_BINS = 32
 #: cap on the number of PrivTree bins when ``bins`` is not given (the tree stops earlier where data is thin)
 DEFAULT_ADAPTIVE_BINS = 64
 #: integer/datetime columns with at most this many values are kept exact by default
-EXACT_MAX_VALUES = 128
+EXACT_MAX_VALUES = 64
 DATETIME_UNITS = {"D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9, "s": 10**9}
 #: most values one encoded column may have
 MAX_COLUMN_VALUES = 10**7
@@ -124,6 +125,7 @@ class ColumnSpec:
     binning: str = "uniform"
     unit: str = "D"
     atoms: tuple = ()  # numeric values coded exactly (encoding axis), sorted
+    adaptive: bool = False  # privtree without "bins": the tree's threshold is sized to rows and budget
     description: str = ""
     # derived: numeric bounds on the encoding axis (integer units for integer/datetime columns)
     lo: float = field(default=math.nan, compare=False)
@@ -201,7 +203,7 @@ class ColumnSpec:
                 out["merge_rare"] = True
         elif self.numeric:
             out.update(min=self.min, max=self.max, binning=self.binning)
-            if self.binning != "exact":
+            if self.binning != "exact" and not self.adaptive:
                 out["bins"] = self.bins
             if self.atoms:
                 out["atoms"] = [int(a) if self.lattice else float(a) for a in self.atoms]
@@ -330,7 +332,8 @@ def _parse_column(name: str, spec: Any) -> ColumnSpec:
             atoms = ()
         if lattice and binning == "uniform" and n_values <= bins:
             atoms = ()  # one bin per value already
-        kw.update(min=lo, max=hi, lo=num_lo, hi=num_hi, bins=int(bins), binning=binning, atoms=atoms)
+        kw.update(min=lo, max=hi, lo=num_lo, hi=num_hi, bins=int(bins), binning=binning, atoms=atoms,
+                  adaptive=binning == "privtree" and "bins" not in spec)
     col = ColumnSpec(**kw)
     if col.base_size > MAX_COLUMN_VALUES:
         raise bad(f"{col.base_size} values would exceed memory (at most {MAX_COLUMN_VALUES})")
