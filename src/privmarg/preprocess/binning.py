@@ -18,7 +18,7 @@ from ..privacy.privtree import PRIVTREE_FANOUT, privtree_parameters
 from ..schema import ColumnSpec
 
 __all__ = ["uniform_edges", "bin_index", "privtree_edges", "privtree_parameters", "PRIVTREE_FANOUT",
-           "resolution_bins", "resolution_threshold"]
+           "resolution_bins", "resolution_threshold", "merge_leaves"]
 
 
 def uniform_edges(col: ColumnSpec) -> np.ndarray:
@@ -69,7 +69,20 @@ def resolution_bins(rows: float, columns: int, rho_model: float) -> float:
         return 1.0
     sigma = math.sqrt(columns / rho_model)
     import os
-    return max(1.0, math.sqrt(rows / (float(os.environ.get("PMF", "1")) * sigma)))
+    return max(1.0, float(os.environ.get("PMF", "1")) * math.sqrt(rows / sigma))
+
+
+def merge_leaves(weights: np.ndarray, bins: float) -> np.ndarray:
+    """Group index of each leaf: contiguous groups of about equal weight, at most ``ceil(bins)`` of them
+    (quantiles of the weights' cumulative sum; free post-processing of noisy counts)."""
+    c = np.maximum(np.asarray(weights, dtype=float), 0.0)
+    total = c.sum()
+    b = max(1, int(math.ceil(bins)))
+    if total <= 0 or b == 1:
+        return np.zeros(len(c), dtype=np.int64)
+    mid = np.cumsum(c) - c / 2
+    g = np.minimum(b - 1, np.floor(mid * b / total)).astype(np.int64)
+    return np.unique(g, return_inverse=True)[1].astype(np.int64)
 
 
 def resolution_threshold(rows: float, columns: int, rho_model: float) -> float:

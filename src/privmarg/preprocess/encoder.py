@@ -33,7 +33,8 @@ from ..core import Domain, StructuralZero
 from ..privacy import Accountant, BudgetExceededError, gaussian_sigma
 from ..schema import ColumnSpec, Schema, as_schema, value_key
 from ..schema.model import DATETIME_UNITS
-from .binning import bin_index, privtree_edges, resolution_bins, resolution_threshold, uniform_edges
+from ..privacy import marginal_l2
+from .binning import bin_index, merge_leaves, privtree_edges, resolution_bins, uniform_edges
 from .merging import RARE_THRESHOLD, rare_categories
 
 __all__ = ["ColumnCodec", "TableEncoder"]
@@ -50,6 +51,9 @@ class ColumnCodec:
     edges: np.ndarray | None = None  # numeric columns
     atoms: np.ndarray = field(default_factory=lambda: np.array([], dtype=float))  # numeric values coded exactly
     rho: float = 0.0  # zCDP this column's DP step was charged
+    leaf_edges: np.ndarray | None = None  # adaptive columns: the PrivTree leaves inside the bins
+    leaf_cum: np.ndarray | None = None  # bin index + cumulative noisy share of each leaf within its bin
+    leaf_scale: np.ndarray | None = None  # decay length of each leaf's density (inf: uniform), signed by side
     kept: np.ndarray | None = None  # categorical/boolean: base codes kept as their own code, in order
     group: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64))  # merged rare values
     base_to_code: np.ndarray | None = None
@@ -83,6 +87,8 @@ class ColumnCodec:
             out["edges"] = [float(e) for e in self.edges]
             if len(self.atoms):
                 out["atoms"] = [float(a) for a in self.atoms]
+            if self.leaf_edges is not None:
+                out["leaf_edges"] = [float(e) for e in self.leaf_edges]
         elif len(self.group):
             labels = self.labels()
             out["merged"] = [_jsonable(labels[i]) for i in self.group]
@@ -147,32 +153,23 @@ class TableEncoder:
                     f"({accountant.rho_remaining:.6g})")
             if prepared is None:
                 prepared = self._prepare(df)  # every check before the first charge
-        adaptive = any(c.dp_step == "privtree" and c.adaptive for c in dp_cols)
-        # a noisy row count sizes adaptive PrivTree bins (add/remove only: replace-one's N is public)
-        count_step = adaptive and accountant.neighbour == "add_remove"
-        rho_col = rho_budget / (len(dp_cols) + int(count_step)) if dp_cols else 0.0
+        rho_col = rho_budget / len(dp_cols) if dp_cols else 0.0
+        rho_m = 9.0 * rho_budget if rho_model is None else float(rho_model)
         spent0 = accountant.rho_spent if accountant is not None else 0.0
         session = None
         if dp_cols:  # the DP steps read the prepared columns through a session, charged
             session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False)
-        threshold = 0.0
-        if adaptive:
-            if count_step:
-                l2 = 1.0
-                sigma = gaussian_sigma(rho_col, l2)
-                rows = float(session.gaussian(np.array([float(len(df))]), sigma, l2, "row count (bin sizing)")[0])
-            else:
-                rows = float(len(df))
-            self.rows_estimate_ = rows
-            rho_m = 9.0 * rho_budget if rho_model is None else float(rho_model)
-            threshold = resolution_threshold(rows, len(self.schema), rho_m)
-            self.resolution_bins_ = resolution_bins(rows, len(self.schema), rho_m)
+        rows_seen: list[float] = []
         codecs = []
         for col in self.schema:
             if col.numeric:
                 atoms = np.asarray(col.atoms, dtype=float)
-                if col.dp_step == "privtree":
-                    edges = privtree_edges(session, col.name, col, rho_col, threshold if col.adaptive else 0.0)
+                if col.dp_step == "privtree" and col.adaptive:
+                    codec = _adaptive_codec(session, col, rho_col, rho_m, len(self.schema))
+                    rows_seen.append(codec.rows_estimate)
+                    codecs.append(codec)
+                elif col.dp_step == "privtree":
+                    edges = privtree_edges(session, col.name, col, rho_col)
                     atoms = _dense_atoms(col, edges, atoms)
                     codecs.append(ColumnCodec(col, edges=edges, atoms=atoms, rho=rho_col))
                 else:
@@ -194,7 +191,9 @@ class TableEncoder:
             self.rho_spent_ = accountant.rho_spent - spent0
         self.codecs_ = {c.spec.name: c for c in codecs}
         self.domain = Domain(self.schema.names, [c.size for c in codecs])
-        if self.rows_estimate_ is not None:  # post-processing of DP outputs: free
+        if rows_seen:  # post-processing of DP outputs: free
+            self.rows_estimate_ = max(rows_seen)
+            self.resolution_bins_ = resolution_bins(self.rows_estimate_, len(self.schema), rho_m)
             b = self.resolution_bins_
             for c in codecs:
                 if c.n_main > 2 * b and not (c.spec.dp_step == "privtree" and c.spec.adaptive):
@@ -397,6 +396,67 @@ class TableEncoder:
         return out
 
 
+def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, columns: int) -> ColumnCodec:
+    """The default binning of a wide numeric column (issue #15); charges ``rho`` zCDP in two halves.
+
+    1. PrivTree (``rho/2``, θ = 0, depth cap ``log2 bins``) splits the public range into leaves, finest
+       where the data is dense; the atoms whose leaf reached the finest width keep codes of their own.
+    2. The Gaussian mechanism (``rho/2``, Δ₂ = 1 add/remove, √2 replace-one) releases the count of each
+       leaf (atom values left out) and of each kept atom.
+    3. Free post-processing: leaves are merged into about :func:`resolution_bins` bins of equal noisy
+       mass (DP quantiles), so each 2-way marginal cell can hold more rows than noise; decoding draws a
+       leaf within the bin in proportion to its noisy count, then a value uniformly within the leaf, so
+       a wide tail bin does not spread its rows evenly up to the bound.
+    """
+    leaves = privtree_edges(session, col.name, col, rho / 2)
+    atoms = _dense_atoms(col, leaves, np.asarray(col.atoms, dtype=float))
+    l2 = marginal_l2(session.neighbour)
+    sigma = gaussian_sigma(rho / 2, l2)
+    counts = session.range_histogram(col.name, leaves, atoms)
+    noisy = session.gaussian(counts, sigma, l2, f"bin counts {col.name}")
+    leaf_w = np.maximum(noisy[:len(leaves) - 1], 0.0)
+    rows = float(np.maximum(noisy, 0.0).sum())
+    group = merge_leaves(leaf_w, resolution_bins(rows, columns, rho_model))
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    edges = np.r_[leaves[starts], leaves[-1]]
+    tot = np.bincount(group, weights=leaf_w)
+    share = np.where(tot[group] > 0, leaf_w / np.where(tot[group] > 0, tot[group], 1.0), 0.0)
+    width = np.diff(leaves)
+    wtot = np.bincount(group, weights=width)
+    share = np.where(tot[group] > 0, share, width / wtot[group])  # no noisy mass: by width
+    within = np.cumsum(share) - np.r_[0.0, np.cumsum(np.bincount(group, weights=share))][group]
+    cum = group + np.minimum(within, 1.0)
+    cum[np.r_[starts[1:] - 1, len(group) - 1]] = np.arange(len(starts)) + 1.0  # each bin's last leaf ends at j+1
+    codec = ColumnCodec(col, edges=edges, atoms=atoms, rho=rho, leaf_edges=leaves, leaf_cum=cum,
+                        leaf_scale=_leaf_decay(leaf_w, width))
+    codec.rows_estimate = rows
+    return codec
+
+
+def _leaf_decay(counts: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """Within-leaf shape for decoding (free post-processing of noisy leaf counts): a leaf less dense
+    than its denser neighbour gets a density that starts at that neighbour's level at the shared edge
+    and decays exponentially away from it, holding the leaf's count; others stay uniform. Returns the
+    decay length (+: from the left edge, −: from the right edge; ``inf``: uniform)."""
+    d = counts / width
+    dl = np.r_[0.0, d[:-1]]
+    dr = np.r_[d[1:], 0.0]
+    head = np.maximum(dl, dr)
+    sign = np.where(dl >= dr, 1.0, -1.0)
+    decay = (head > d * (1 + 1e-9)) & (counts > 0)
+    scale = np.full(len(counts), np.inf)
+    if decay.any():
+        c, w, h = counts[decay], width[decay], head[decay]
+        lo, hi = np.log(w * 1e-6), np.log(w * 1e6)  # solve h·s·(1 − e^(−w/s)) = c for s (increasing in s)
+        for _ in range(80):
+            mid = (lo + hi) / 2
+            sm = np.exp(mid)
+            big = h * sm * (-np.expm1(-w / sm)) > c
+            hi, lo = np.where(big, mid, hi), np.where(big, lo, mid)
+        scale[decay] = np.exp((lo + hi) / 2)
+    return sign * scale
+
+
 def _dense_atoms(col: ColumnSpec, edges: np.ndarray, atoms: np.ndarray) -> np.ndarray:
     """The atoms PrivTree found dense: those whose leaf the tree split down to its finest width (its
     depth cap). An atom in a wider leaf holds few rows; a code of its own would only collect noise
@@ -542,6 +602,23 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
         is_atom = j >= n_bins
         jb = np.minimum(j, n_bins - 1)
         left, right = c.edges[jb], c.edges[jb + 1]
+        if c.leaf_edges is not None and not midpoint:  # a leaf in proportion to its noisy count
+            leaf = np.searchsorted(c.leaf_cum, jb + rng.random(len(jb)), side="right")
+            leaf = np.minimum(leaf, len(c.leaf_edges) - 2)
+            left, right = c.leaf_edges[leaf], c.leaf_edges[leaf + 1]
+            if not spec.lattice:  # a draw from the leaf's (possibly decaying) density
+                sc = c.leaf_scale[leaf]
+                w = right - left
+                u = rng.random(len(leaf))
+                a = np.abs(sc)
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    off = np.where(np.isfinite(a), -a * np.log1p(u * np.expm1(-w / a)), u * w)
+                off = np.clip(np.nan_to_num(off, nan=0.0), 0.0, w)
+                v = np.where(sc < 0, right - off, left + off)
+                v[is_atom] = c.atoms[j[is_atom] - n_bins]
+                out = np.full(n, np.nan)
+                out[ok] = np.clip(v, spec.lo, spec.hi)
+                return pd.Series(out, dtype="float64")
         if spec.lattice:  # bin j holds the integers left .. right-1
             if len(c.atoms):  # ... less the atoms at its ends (they have their own codes)
                 l2 = left + np.isin(left, c.atoms)
