@@ -121,6 +121,9 @@ def synth(
             bar.update(task, completed=1.0, msg="sampling")
             synthetic = mech.sample(rows)
         write_table(synthetic, output)
+        enc = getattr(mech, "encoder_", None)
+        for note in (getattr(enc, "warnings_", []) + getattr(enc, "zero_notes_", [])) if enc is not None else []:
+            err.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
         if report is not None:
             write_json(build_report(mech, method_l, len(synthetic), time.perf_counter() - t0), report)
     except KeyboardInterrupt:

@@ -18,7 +18,7 @@ from ..privacy.privtree import PRIVTREE_FANOUT, privtree_parameters
 from ..schema import ColumnSpec
 
 __all__ = ["uniform_edges", "bin_index", "privtree_edges", "privtree_parameters", "PRIVTREE_FANOUT",
-           "resolution_bins", "resolution_threshold", "merge_leaves"]
+           "resolution_bins", "merge_leaves"]
 
 
 def uniform_edges(col: ColumnSpec) -> np.ndarray:
@@ -48,8 +48,7 @@ def privtree_edges(session, column: str, col: ColumnSpec, rho: float, threshold:
     :class:`~privmarg.measure.MeasurementSession` over the raw columns); charges ``rho`` first.
 
     The root interval is the schema's public range (never the data's); at most ``col.bins`` bins
-    (depth ``floor(log2 bins)``); ``threshold``: PrivTree's θ in rows (public; see
-    :func:`resolution_threshold`); see :func:`privmarg.privacy.privtree.privtree_split`.
+    (depth ``floor(log2 bins)``); ``threshold``: PrivTree's θ in rows (public); see :func:`privmarg.privacy.privtree.privtree_split`.
     """
     hi_end = col.hi + 1 if col.lattice else col.hi
     return session.privtree(column, col.lo, hi_end, lattice=col.lattice,
@@ -68,8 +67,7 @@ def resolution_bins(rows: float, columns: int, rho_model: float) -> float:
     if rows <= 0 or columns <= 0 or not rho_model > 0:
         return 1.0
     sigma = math.sqrt(columns / rho_model)
-    import os
-    return max(1.0, float(os.environ.get("PMF", "1")) * math.sqrt(rows / sigma))
+    return max(1.0, math.sqrt(rows / sigma))
 
 
 def merge_leaves(weights: np.ndarray, bins: float) -> np.ndarray:
@@ -83,8 +81,3 @@ def merge_leaves(weights: np.ndarray, bins: float) -> np.ndarray:
     mid = np.cumsum(c) - c / 2
     g = np.minimum(b - 1, np.floor(mid * b / total)).astype(np.int64)
     return np.unique(g, return_inverse=True)[1].astype(np.int64)
-
-
-def resolution_threshold(rows: float, columns: int, rho_model: float) -> float:
-    """PrivTree's θ (rows) for ``resolution_bins`` bins: ``rows / resolution_bins`` (free, see there)."""
-    return max(0.0, rows) / resolution_bins(rows, columns, rho_model)

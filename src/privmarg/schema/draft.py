@@ -122,7 +122,7 @@ def _datetime_spec(s: pd.Series) -> dict:
     lo, hi = s.min(), s.max()
     whole_days = bool((s.dt.normalize() == s).all())
     fmt = "%Y-%m-%d" if whole_days else "%Y-%m-%dT%H:%M:%S"
-    spec = {"type": "datetime", "min": lo.strftime(fmt), "max": hi.strftime(fmt), "bins": DEFAULT_BINS}
+    spec = {"type": "datetime", "min": lo.strftime(fmt), "max": hi.strftime(fmt)}
     if not whole_days:
         spec["unit"] = "s"
     return spec
