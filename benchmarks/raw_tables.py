@@ -107,7 +107,9 @@ def accuracy(train: pd.DataFrame, test: pd.DataFrame, target: str, schema: Schem
         x = df.drop(columns=[target]).copy()
         for col in schema:
             if col.name != target and not col.numeric:
-                x[col.name] = pd.Categorical(x[col.name].map(value_key), categories=[value_key(v) for v in col.values])
+                cats = [value_key(v) for v in col.values]
+                keys = x[col.name].map(lambda v: value_key(v) if pd.notna(v) else None)
+                x[col.name] = pd.Categorical(keys.where(keys.isin(cats)), categories=cats)  # unlisted: NaN
             elif col.numeric:
                 x[col.name] = x[col.name].astype(float)
         return x, df[target].map(value_key)
