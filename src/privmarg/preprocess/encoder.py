@@ -11,8 +11,9 @@ the schema asks for them, by DP preprocessing steps charged to the caller's acco
 * ``missing: true`` columns: nulls are one more value, the last code.
 
 Codes of a column: its bins / kept values in order, then its atoms or the merged-rare group (if any),
-then missing. Decoding returns atoms exactly, draws other numeric values uniformly within their bin
-(or takes the bin midpoint; an integer bin never yields one of its column's atoms), rounds integers,
+then missing. Decoding returns atoms exactly, draws other numeric values within their bin (uniformly;
+in adaptive bins leaf by leaf in proportion to the noisy leaf counts; or the bin midpoint), never
+yields an atom from an integer bin, rounds integers,
 restores datetimes, categories and missing values, and draws merged rare categories uniformly from
 their group.
 """
@@ -30,10 +31,9 @@ import pandas as pd
 from ..data import ColumnCounts, DataError, Dataset
 from ..measure import MeasurementSession
 from ..core import Domain, StructuralZero
-from ..privacy import Accountant, BudgetExceededError, gaussian_sigma
+from ..privacy import Accountant, BudgetExceededError, gaussian_sigma, marginal_l2
 from ..schema import ColumnSpec, Schema, as_schema, value_key
 from ..schema.model import DATETIME_UNITS
-from ..privacy import marginal_l2
 from .binning import bin_index, merge_leaves, privtree_edges, resolution_bins, uniform_edges
 from .merging import RARE_THRESHOLD, rare_categories
 
