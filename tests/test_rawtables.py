@@ -238,6 +238,6 @@ def test_hmeq_defaults_keep_the_mortdue_value_correlation():
     real = raw[["MORTDUE", "VALUE"]].dropna().corr().iloc[0, 1]
     got = syn[["MORTDUE", "VALUE"]].dropna().corr().iloc[0, 1]
     assert real > 0.85 and got >= 0.7, got
-    pre = [c for c in m.privacy_report()["ledger"] if c["what"].startswith(("PrivTree", "row count"))]
+    pre = [c for c in m.privacy_report()["ledger"] if c["what"].startswith(("PrivTree", "bin counts"))]
     assert math.isclose(sum(c["rho"] for c in pre), m.rho_preprocess_, rel_tol=1e-12)
     assert math.isclose(m.accountant_.rho_spent, m.rho_total, rel_tol=1e-9)
