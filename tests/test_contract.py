@@ -136,3 +136,28 @@ def test_every_registry_entry_loads_and_has_a_name():
         assert obj is not None
         if e.kind in ("selector", "generator"):
             assert getattr(obj, "name", e.name) == e.name
+
+
+def _discrete_cases():
+    for e in registry.entries("preset"):
+        nb = _neighbours(e.flags)[0]
+        yield pytest.param(e.name, nb, id=f"{e.name}-{nb}",
+                           marks=[pytest.mark.skipif("torch" in e.flags and not HAS_TORCH, reason="torch")])
+
+
+@pytest.mark.parametrize("name, nb", list(_discrete_cases()))
+def test_preset_contract_with_discrete_noise(name, nb):
+    flags = registry.entry("preset", name).flags
+    params = FAST_PRESET.get(name, {})
+
+    def make():
+        return registry.make_preset(name, EPS, DELTA, seed=3, neighbour=nb, noise="discrete", **params)
+
+    _check(make, flags, nb)
+    fitted = make().fit(table(), zeros=zeros(table().domain),
+                        **({"public": table(150, seed=9)} if "public" in flags else {}))
+    mechs = [c["mechanism"] for c in fitted.privacy_report()["ledger"]]
+    assert "discrete_gaussian" in mechs and fitted.privacy_report()["noise"] == "discrete"
+    for m in fitted.measurements_:  # every noisy marginal count is an integer
+        if m.sigma is not None and m.source == "private" and not m.meta.get("derived"):
+            assert np.all(np.asarray(m.y) == np.round(m.y)), m.attrs

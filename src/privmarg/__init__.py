@@ -6,6 +6,7 @@ Select which marginals to measure (:mod:`privmarg.select`), measure them under o
 ``MST``, ...) are the papers' methods. :mod:`privmarg.registry` names them all.
 """
 
+from ._version import __version__
 from .core import Domain, Factor, Measurement, StructuralZero
 from .data import DataError, Dataset, MarginalSource, MemorySource, PrecomputedSource
 from .generate.pgm import PGM, GraphicalModel, estimate, model_size_mb
@@ -16,9 +17,9 @@ from .privacy import Accountant, BudgetExceededError
 from .schema import Schema
 from . import registry
 from .synth import Synthesizer
+from .persist import SavedSynthesizer, load
 from . import datasets  # the bundled example tables: privmarg.datasets.load("adult")
 
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str):
@@ -39,5 +40,6 @@ __all__ = [
     "AIM", "JAM", "MST", "MWEM", "PGM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
     "Factor", "GraphicalModel", "Independent", "MarginalSource", "Measurement", "MeasurementSession",
     "MemorySource", "PrecomputedSource", "PrivPGD", "PrivPGDGenerator", "Schema", "StructuralZero",
-    "Synthesizer", "TableEncoder", "datasets", "estimate", "model_size_mb", "registry",
+    "SavedSynthesizer", "Synthesizer", "TableEncoder", "datasets", "estimate", "load", "model_size_mb",
+    "registry",
 ]

@@ -57,10 +57,11 @@ class AIM(Synthesizer):
             x["round_models"], x["last_candidate_round"], x["rounds"])
         return self
 
-    def sample_codes(self, rows: int | None = None):
-        codes = super().sample_codes(rows)
-        self.last_sample_ = codes  # what error_bound() bounds by default
-        return codes
+    def _draw(self, rows, seed, conditions):
+        codes, exact = super()._draw(rows, seed, conditions)
+        if conditions is None:
+            self.last_sample_ = codes  # what error_bound() bounds by default
+        return codes, exact
 
     def error_bound(self, attrs, confidence: float = 0.95, synthetic=None) -> ErrorBound:
         """High-probability bound on the L1 error of the synthetic marginal on ``attrs`` (AIM §5).

@@ -90,12 +90,31 @@ def load(target: str) -> Any:
     return getattr(importlib.import_module(mod), attr)
 
 
+class MissingExtra(ValueError):
+    """A method needs an optional dependency that is not installed (the message names the extra)."""
+
+
+EXTRAS = {"torch": ("torch", "pip install torch==2.13.0  (or the privmarg[torch] extra)")}
+
+
+def require(e: Entry) -> None:
+    """Raise :class:`MissingExtra` with the install line if ``e`` needs a package that is missing."""
+    for flag, (module, how) in EXTRAS.items():
+        if flag in e.flags:
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                raise MissingExtra(f"{e.kind} {e.name!r} needs {module}, which is not installed: {how}") from None
+
+
 def make_generator(spec: Any = None) -> Any:
     """A generator from a registry name, an instance (kept) or None (a graphical model)."""
     if spec is None:
         spec = "pgm"
     if isinstance(spec, str):
-        return load(entry("generator", spec).target)()
+        e = entry("generator", spec)
+        require(e)
+        return load(e.target)()
     if not hasattr(spec, "generate"):
         raise TypeError(f"a generator needs a generate() method, got {type(spec).__name__}")
     return spec
@@ -135,7 +154,12 @@ _COMBINED: dict[str, type] = {}
 
 
 def make_preset(name: str, epsilon: float | None = 1.0, delta: float | None = 1e-9, **params: Any) -> Any:
-    """An unfitted synthesizer for a preset name; ``generator=`` swaps its generator."""
+    """An unfitted synthesizer for a preset name; ``generator=`` swaps its generator. A preset or
+    generator whose optional dependency is missing raises :class:`MissingExtra` (one line)."""
+    require(entry("preset", name))
+    gen = params.get("generator")
+    if isinstance(gen, str):
+        require(entry("generator", gen))
     return preset_class(name)(epsilon, delta, **params)
 
 

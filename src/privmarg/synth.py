@@ -9,6 +9,7 @@ everything else (generator seeds, records), both spawned from ``seed``.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -19,9 +20,13 @@ import numpy as np
 import pandas as pd
 
 from .core import Domain, Measurement, StructuralZero
+
+log = logging.getLogger("privmarg")
+from .core.zeros import check_zeros
 from .data import DataError, Dataset, MarginalSource, MemorySource, read_table
 from .measure import MeasurementSession
-from .privacy import Accountant, cdp_rho, check_neighbour, noise_rngs, preprocess_budget
+from .privacy import Accountant, cdp_rho, check_neighbour, check_noise, noise_rngs, preprocess_budget
+from .release import Released
 from .select.base import Context, Selection
 
 Progress = Callable[[float, float, str], None]  # (rho spent by the run, rho it plans with, message)
@@ -48,20 +53,24 @@ def _is_source(obj: Any) -> bool:
     return isinstance(obj, MarginalSource) and not isinstance(obj, Dataset)
 
 
-class Synthesizer:
+class Synthesizer(Released):
     """``selector`` (what to measure) + ``generator`` (how to make records; default: a graphical
     model), under ``epsilon``/``delta`` (or ``rho`` zCDP directly) and ``neighbour``
     (``"add_remove"``: N private; ``"replace_one"``: N public). ``seed`` makes a run reproducible.
 
     Privacy: ``fit`` spends exactly the budget (a selector may leave some unspent only where its
     algorithm says so, e.g. JAM's public choices); ``privacy_report()`` lists every charge.
+
+    ``noise``: ``"continuous"`` (default, the papers' float Gaussian) or ``"discrete"`` (the exact
+    discrete Gaussian on integer counts and discrete Laplace in PrivTree, same zCDP cost; see
+    :class:`~privmarg.measure.MeasurementSession` for what falls back to continuous noise).
     """
 
     default_neighbour = "add_remove"
 
     def __init__(self, selector: Any, generator: Any = None, *, epsilon: float | None = 1.0,
                  delta: float | None = 1e-9, rho: float | None = None, neighbour: str | None = None,
-                 seed: int | None = None, preprocess_share: float = 0.1):
+                 seed: int | None = None, preprocess_share: float = 0.1, noise: str = "continuous"):
         from .registry import make_generator
 
         self.selector = selector
@@ -71,6 +80,7 @@ class Synthesizer:
         self.rho = rho
         self.neighbour = check_neighbour(neighbour or self.default_neighbour)
         self.seed = seed
+        self.noise = check_noise(noise)
         if not 0 < preprocess_share < 1:
             raise ValueError(f"preprocess_share must be in (0, 1), got {preprocess_share}")
         self.preprocess_share = float(preprocess_share)
@@ -131,7 +141,8 @@ class Synthesizer:
                 self.encoder_.check_zeros(raw_zeros)  # before any budget is spent
             rho_pre = preprocess_budget(self.rho_total, self.preprocess_share, schema.needs_dp)
             source = MemorySource(self.encoder_.fit_encode(frame, accountant, rho_pre, noise_rng,
-                                                           rho_model=self.rho_total - rho_pre))
+                                                           rho_model=self.rho_total - rho_pre,
+                                                           noise=self.noise))
             if raw_zeros:
                 zeros = ([z for z in zeros if isinstance(z, StructuralZero)]
                          + self.encoder_.structural_zeros(raw_zeros))
@@ -144,12 +155,18 @@ class Synthesizer:
         self.sample_rng_ = sample_rng
         self.domain_ = source.domain
         self.zeros_ = list(zeros or [])
+        check_zeros(self.zeros_, source.domain)  # zeros forbidding every record: before measuring
         self.rho_preprocess_ = accountant.rho_spent
         self.rho_available_ = self.rho_total - self.rho_preprocess_
         # the record count is public only under replace-one
         self.public_rows_ = int(source.count()) if self.neighbour == "replace_one" else None
-        session = MeasurementSession(source, accountant, noise_rng)
-        report = progress or (lambda spent, total, msg: None)
+        session = MeasurementSession(source, accountant, noise_rng, noise=self.noise)
+        user_report = progress or (lambda spent, total, msg: None)
+
+        def report(spent: float, total: float, msg: str) -> None:
+            # released quantities only (what was measured, the budget spent): safe to log
+            log.info("%s (rho %.4g of %.4g spent)", msg, spent, total)
+            user_report(spent, total, msg)
         ctx = Context(self.rho_available_, None if self.public_rows_ is None else float(self.public_rows_),
                       self.zeros_, pub, lambda msg: report(session.rho_spent, self.rho_available_, msg))
         selection: Selection = self.selector.run(session, ctx)
@@ -187,53 +204,26 @@ class Synthesizer:
         """Budget spent by selection (the accountant's, less preprocessing)."""
         return self.accountant_.rho_spent - self.rho_preprocess_
 
-    # ---------------------------------------------------------------------------- sampling
-    def _check_fitted(self):
-        if not hasattr(self, "model_"):
-            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit(data, domain) first")
+    # ------------------------------------------------------------------------ save / pickle
+    def save(self, path: str | Path, *, force: bool = False) -> Path:
+        """Save the fitted synthesizer to the directory ``path`` (see :mod:`privmarg.persist`): only
+        what the fit released (model parameters, noisy measurements, the encoder's public or DP
+        parameters, the privacy ledger), never data, exact counts or the seed. Written atomically;
+        an existing ``path`` is replaced only with ``force=True``. Load with :func:`privmarg.load`."""
+        from .persist import save
 
-    def default_rows(self) -> int:
-        """N under replace-one; else the model's own count (a noisy N, or PrivPGD's particles)."""
-        self._check_fitted()
-        own = getattr(self.model_, "default_rows", None)
-        if own is not None:
-            return int(own)
-        return self.public_rows_ if self.public_rows_ is not None else max(1, int(self.model_.total))
+        return save(self, path, force=force)
 
-    def sample_codes(self, rows: int | None = None) -> np.ndarray:
-        """Synthetic records as integer codes over the fitted domain (post-processing: free)."""
-        self._check_fitted()
-        rows = self.default_rows() if rows is None else int(rows)
-        if rows < 0:
-            raise ValueError("rows must be >= 0")
-        return self.model_.sample(rows, self.sample_rng_)
+    def __getstate__(self) -> dict:
+        # pickling is a release too: no seed and no generator state (numpy pickles a generator with
+        # its seed, from which the privacy noise could be replayed); sampling after unpickling uses
+        # fresh entropy, or sample(seed=...). Nothing else holds private data after fit.
+        state = self.__dict__.copy()
+        state["seed"] = None
+        state.pop("sample_rng_", None)
+        return state
 
-    def sample(self, rows: int | None = None, *, midpoint: bool = False) -> pd.DataFrame:
-        """A synthetic table (post-processing: free): integer codes over the fitted domain, or, when
-        fitted with a schema, the schema's columns and dtypes (numeric values drawn within their bin,
-        or its midpoint with ``midpoint=True``)."""
-        codes = self.sample_codes(rows)
-        if self.encoder_ is not None:
-            return self.encoder_.decode(codes, self.sample_rng_, midpoint=midpoint)
-        return pd.DataFrame(codes, columns=list(self.domain_.attrs))
-
-    # --------------------------------------------------------------------------- reporting
-    def privacy_report(self) -> dict:
-        """Budget, neighbouring relation and every charge, enough to recompute each rho. ``epsilon``
-        and ``delta`` are the target's when given as such (None when ``rho`` was given); with a delta,
-        ``epsilon_spent`` converts what was actually spent."""
-        self._check_fitted()
-        out = self.accountant_.to_dict()
-        if out["delta"] is not None:
-            out["epsilon_spent"] = self.accountant_.epsilon_spent(out["delta"]) if out["rho_spent"] > 0 else 0.0
-        return out
-
-    def measurements_report(self) -> list[dict]:
-        out = []
-        for m in self.measurements_:
-            row = {"attrs": list(m.attrs), "sigma": None if m.sigma is None else float(m.sigma), "source": m.source}
-            if m.sigma is None and "loss_sigma" in m.meta:
-                row["loss_sigma"] = float(m.meta["loss_sigma"])
-            out.append(row)
-        return out
-
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if "model_" in state:
+            self.sample_rng_ = np.random.default_rng()

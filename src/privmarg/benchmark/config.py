@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .methods import METHODS
+
 DEFAULT_SPLIT = {"test_fraction": 0.2, "seed": 0}
 
 
@@ -140,7 +142,11 @@ def _req(d: dict, key: str, where: str):
 
 def load_config(path: str | Path) -> BenchConfig:
     """Read and validate a benchmark YAML config (see the module docstring)."""
-    import yaml
+    try:
+        import yaml
+    except ImportError:
+        raise ConfigError("privmarg bench reads YAML configs and needs pyyaml, which a plain install lacks: "
+                          "pip install 'privmarg[bench]' (or pip install pyyaml)") from None
 
     path = Path(path)
     if not path.exists():
@@ -189,7 +195,11 @@ def load_config(path: str | Path) -> BenchConfig:
         params = spec.get("params") or {}
         if not isinstance(params, dict):
             raise ConfigError(f"methods.{name}.params: must be a mapping")
-        methods.append(MethodSpec(str(name), str(spec.get("method", name)), dict(params)))
+        target = str(spec.get("method", name))
+        if ":" not in target and target.lower() not in METHODS:  # a typo: never skip it silently
+            raise ConfigError(f"methods.{name}: unknown method {target!r}: choose one of "
+                              f"{', '.join(m for m in METHODS if m != 'real')} or give method: module:Class")
+        methods.append(MethodSpec(str(name), target, dict(params)))
 
     def num_list(key, cast):
         v = _req(raw, key, str(path))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import resource
 import time
 import traceback
 from collections import Counter, deque
@@ -32,6 +31,7 @@ import numpy as np
 
 from ..data import Dataset, read_table
 from ..core import Domain
+from ..memory import peak_rss_mb
 from .config import BenchConfig, Cell
 from .methods import check_available, resolve
 from .results import append_record, finished_keys, repair
@@ -144,7 +144,7 @@ def run_cell(cell: Cell, options: dict) -> dict:
         child_cpu = (ch2.children_user + ch2.children_system) - (ch0.children_user + ch0.children_system)
         peak = _rss_mb("VmHWM") if exact else None
         if peak is None:
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+            peak = peak_rss_mb()
         synth = Dataset(codes, train.domain)
         rec["timing"] = {"fit_seconds": t1 - t0, "sample_seconds": t2 - t1, "cpu_seconds": c2 - c0}
         if child_cpu > 0:  # e.g. a peer run in a subprocess
@@ -153,7 +153,7 @@ def run_cell(cell: Cell, options: dict) -> dict:
                          "fit_extra_mb": None if rss0 is None else max(0.0, peak - rss0),
                          "how": "VmHWM reset per cell" if exact else "ru_maxrss (process lifetime)"}
         if child_cpu > 0:  # subprocesses: their peak RSS (max over this worker's finished children)
-            rec["memory"]["children_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+            rec["memory"]["children_peak_rss_mb"] = peak_rss_mb(children=True)
         priv = getattr(mech, "privacy_report", None)
         if callable(priv):
             try:

@@ -1,11 +1,16 @@
-"""What every command shares: one-line errors (exit 2), peak memory."""
+"""What every command shares: one-line errors (exit 2), output checks made before any work (and
+before any budget is spent), memory guards, peak memory."""
 
 from __future__ import annotations
 
-import resource
+import math
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 err = Console(stderr=True)
 
@@ -15,14 +20,106 @@ class UsageProblem(Exception):
 
 
 def fail(msg: str) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    err.quiet = False  # --quiet silences progress and summaries, never the error
+    err.print(f"[bold red]error:[/] {escape(one_line(msg))}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
-def one_line(e: BaseException) -> str:
-    msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+def one_line(e: BaseException | str) -> str:
+    if isinstance(e, str):
+        msg = e
+    else:
+        msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
     return " ".join(msg.split()) or type(e).__name__
 
 
-def peak_memory_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+def peak_memory_mb() -> float | None:
+    """This process's peak memory in MB, None where the platform does not say."""
+    from ..memory import peak_rss_mb
+
+    return peak_rss_mb()
+
+
+# ------------------------------------------------------------------------------------------ outputs
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return False
+
+
+def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path | None]) -> None:
+    """Raise :class:`UsageProblem` unless every output can be written: not a directory, its folder
+    (or the nearest one that exists, as missing folders are created) writable, and neither one of
+    the inputs nor another output (resolved paths and ``samefile``, so links and ``..`` count).
+    Call it before reading private data or spending any budget."""
+    given_in = [(k, Path(p)) for k, p in inputs.items() if p is not None]
+    given_out = [(k, Path(p)) for k, p in outputs.items() if p is not None]
+    for i, (opt, out) in enumerate(given_out):
+        for k, p in given_in:
+            if _same_file(out, p):
+                raise UsageProblem(f"{opt} {out} is the input {k} {p}: refusing to overwrite an input")
+        for k, p in given_out[:i]:
+            if _same_file(out, p):
+                raise UsageProblem(f"{opt} {out} is also {k}: give two different files")
+        if out.is_dir():
+            raise UsageProblem(f"{opt} {out} is a directory: give a file name")
+        folder = out.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            raise UsageProblem(f"{opt} {out}: {folder} is not a directory")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise UsageProblem(f"{opt} {out}: directory {folder} is not writable")
+        if out.exists() and not out.is_file():
+            raise UsageProblem(f"{opt} {out} exists and is not a regular file")
+
+
+# ------------------------------------------------------------------------------------------ memory
+#: bytes per synthetic cell while sampling and writing: integer codes, the table, temporaries
+BYTES_PER_CELL = 24
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return None
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.3g} GiB"
+
+
+def check_rows_memory(rows: int, columns: int, what: str) -> None:
+    """Raise :class:`UsageProblem` when ``rows`` synthetic rows of ``columns`` columns would need
+    more memory than is available (estimated before anything is allocated)."""
+    need = int(rows) * max(int(columns), 1) * BYTES_PER_CELL
+    avail = available_memory()
+    if avail is not None and need > avail:
+        raise UsageProblem(f"{what}: {int(rows):,} rows x {columns} columns would need about {_gib(need)} "
+                           f"of memory, {_gib(avail)} available; ask for fewer rows with --rows")
+
+
+def check_marginal_sizes(domain, cliques: Iterable[tuple[str, ...]], limit: int) -> None:
+    """Raise :class:`UsageProblem` when a marginal the method may count or model (``cliques``,
+    e.g. its selector's supporting cliques) has more than ``limit`` cells, before any work."""
+    worst, cells = None, 0
+    for c in cliques:
+        n = math.prod(domain[a] for a in c)
+        if n > cells:
+            worst, cells = c, n
+    if worst is not None and cells > limit:
+        raise UsageProblem(
+            f"domain too large: the marginal on ({', '.join(worst)}) has {cells:,} cells and would need "
+            f"{_gib(cells * 8)} (limit {_gib(limit * 8)}); use a smaller workload or columns with fewer values")

@@ -10,7 +10,8 @@ import typer
 from .. import datasets
 from .common import err, fail
 
-datasets_app = typer.Typer(add_completion=False, rich_markup_mode=None, help="Example tables bundled with privmarg.")
+datasets_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_show_locals=False,
+                           help="Example tables bundled with privmarg.")
 
 
 def _fail(msg: str) -> None:

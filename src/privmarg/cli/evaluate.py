@@ -10,13 +10,9 @@ from typing import Optional
 
 import typer
 
-from .common import err, fail
+from .common import UsageProblem, check_outputs, err, fail, one_line
 
 ML_DEFAULT = "gbdt,rf,mlp,xgboost,catboost"
-
-
-def _fail(msg: str) -> None:
-    fail(" ".join(str(msg).split()))
 
 
 def _csv(s: Optional[str]) -> list[str] | None:
@@ -25,8 +21,11 @@ def _csv(s: Optional[str]) -> list[str] | None:
     return [x.strip() for x in s.split(",") if x.strip()]
 
 
-def _read_run_report(path: Path, dp_grid: bool) -> tuple[dict, list | None, str | None]:
-    """(run facts, its released error bounds or None, a note why they are not checked) from a synth report."""
+def _read_run_report(path: Path, dp_grid: bool) -> dict:
+    """From a synth report: ``run`` facts, its released error ``bounds`` (or None) with a ``note`` why
+    they are not checked, the ``measured`` cliques and the ``budget`` by phase."""
+    from ..evaluation.report import budget_by_phase
+
     with open(path) as fh:
         rep = json.load(fh)
     run = {k: rep[k] for k in ("method", "seconds", "fit_seconds", "peak_memory_mb", "rows") if k in rep}
@@ -40,7 +39,10 @@ def _read_run_report(path: Path, dp_grid: bool) -> tuple[dict, list | None, str 
         note = ("error bounds of the run not checked: its schema fits bins or merges "
                 "categories under DP, and they were released on that grid, not the public one")
         bounds = None
-    return run, bounds, note
+    measured = [tuple(m["attrs"]) for m in rep.get("measurements") or [] if m.get("attrs")]
+    ledger = (rep.get("privacy") or {}).get("ledger")
+    return {"run": run, "bounds": bounds, "note": note, "measured": measured or None,
+            "budget": budget_by_phase(ledger) if ledger else None}
 
 
 def evaluate_cmd(
@@ -61,16 +63,20 @@ def evaluate_cmd(
     task: str = typer.Option("auto", "--task", help="auto, classification or regression"),
     run_report: Optional[Path] = typer.Option(None, "--run-report",
                                               help="JSON report of the run that made SYNTH (privmarg synth --report): "
-                                                   "its wall time and peak memory go into the report"),
+                                                   "its method, rows and privacy go into the report and "
+                                                   "its released error bounds are checked"),
     seed: int = typer.Option(0, "--seed", help="seed of the random queries and models"),
     title: Optional[str] = typer.Option(None, "--title", help="page title"),
     drop_unknown: bool = typer.Option(False, "--drop-unknown",
                                       help="ignore table columns the domain/schema does not name"),
+    baseline: bool = typer.Option(True, "--baseline/--no-baseline",
+                                  help="also score the real table with its columns shuffled independently "
+                                       "(every dependence broken), beside each metric"),
 ) -> None:
     """Compare SYNTH with REAL: every metric, JSON and a self-contained HTML report with plots."""
     from ..data import DataError, Dataset, read_table
     from ..core import Domain
-    from ..io import _atomic, write_json
+    from ..io import json_writer, publish, text_writer
     from ..preprocess import TableEncoder
     from ..schema import Schema
     from ..evaluation.report import ALL_METRICS, evaluate, render_html
@@ -85,6 +91,10 @@ def evaluate_cmd(
         suffix = output.name.lower()
         if not suffix.endswith((".html", ".htm", ".json")):
             raise ValueError(f"{output}: --output must end in .html or .json")
+        json_path = output if suffix.endswith(".json") else output.with_suffix(".json")
+        check_outputs({"--output": output, "--output's JSON": None if json_path == output else json_path},
+                      {"REAL": real, "SYNTH": synth, "--domain": domain, "--schema": schema, "--test": test,
+                       "--run-report": run_report})
         if not suffix.endswith(".json") and importlib.util.find_spec("matplotlib") is None:
             raise ValueError("the HTML report needs matplotlib (pip install matplotlib); "
                              "or write --output report.json")
@@ -114,8 +124,9 @@ def evaluate_cmd(
         from ..evaluation.ml import available_models
 
         available_models(models)  # unknown names fail here, before any work
-        run, run_bounds, bounds_note = (_read_run_report(run_report, dp_grid=encoder is not None and sch_raw.needs_dp)
-                                        if run_report is not None else (None, None, None))
+        info = (_read_run_report(run_report, dp_grid=encoder is not None and sch_raw.needs_dp)
+                if run_report is not None else {})
+        run, run_bounds, bounds_note = info.get("run"), info.get("bounds"), info.get("note")
         clipped: dict[str, dict[str, int]] = {}
 
         def load(path: Path, what: str) -> Dataset:
@@ -136,13 +147,12 @@ def evaluate_cmd(
         real_d = load(real, "real")
         synth_d = load(synth, "synthetic")
         test_d = load(test, "test") if test is not None else None
-    except (ValueError, KeyError, DataError, OSError) as e:
-        msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        _fail(msg)
+    except (UsageProblem, ValueError, KeyError, DataError, OSError) as e:
+        fail(one_line(e))
 
     with err.status("computing metrics..."):
         result = evaluate(real_d, synth_d, test=test_d, target=target, metrics=wanted, seed=seed, numeric=num,
-                          ml_models=models, ml_task=task)
+                          ml_models=models, ml_task=task, baseline=baseline)
     if run:
         result["run"] = run
     if run_bounds:  # the run released bounds on its own error: show them against the truth
@@ -158,13 +168,19 @@ def evaluate_cmd(
                          **({"schema": str(schema)} if schema is not None else {"domain": str(domain)}),
                          **({"test": str(test), "target": target} if test is not None else {})}
     result["evaluation_seconds"] = time.perf_counter() - t0
-    json_path = output if suffix.endswith(".json") else output.with_suffix(".json")
+    files = [(json_path, json_writer(result))]
     if not suffix.endswith(".json"):
         with err.status("drawing plots..."):
+            from ..evaluation.labels import code_labels
+
             page = render_html(result, real_d, synth_d, title=title or f"{synth.name} vs {real.name}",
-                               sources=result["sources"])
-        _atomic(output, lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
-    write_json(result, json_path)
+                               sources=result["sources"], labels=code_labels(encoder) if encoder else None,
+                               measured=info.get("measured"), budget=info.get("budget"))
+        files.insert(0, (output, text_writer(page)))
+    try:
+        publish(files)  # the page and its JSON together, or neither
+    except OSError as e:
+        fail(one_line(e))
     shown = {k: result[k] for k in ("tv_2way", "sw1_2way", "workload_error_3way", "covariance_error") if k in result}
     err.print(", ".join(f"{k} {v:.4g}" for k, v in shown.items()))
     err.print(f"wrote {output}" + ("" if json_path == output else f" and {json_path}"))

@@ -9,9 +9,10 @@ import typer
 from ..data import DataError, read_table
 from ..io import write_json, write_text
 from ..schema import DRAFT_WARNING, draft_schema
-from .common import UsageProblem, err, fail, one_line
+from .common import UsageProblem, check_outputs, err, fail, one_line
 
-schema_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, help="Public schemas for raw tables.")
+schema_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                         pretty_exceptions_show_locals=False, help="Public schemas for raw tables.")
 
 
 @schema_app.command("draft")
@@ -24,9 +25,14 @@ def schema_draft(
     try:
         if not str(output).lower().endswith((".json", ".yaml", ".yml")):
             raise UsageProblem(f"{output}: the schema must end in .json, .yaml or .yml")
+        check_outputs({"--output": output}, {"INPUT": input})
         spec, notes = draft_schema(read_table(input))
         if str(output).lower().endswith((".yaml", ".yml")):
-            import yaml
+            try:
+                import yaml
+            except ImportError:
+                raise UsageProblem("writing a YAML schema needs pyyaml (pip install pyyaml), "
+                                   "or write --output schema.json") from None
 
             write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), output)
         else:

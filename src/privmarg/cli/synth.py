@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from pathlib import Path
 from typing import Optional
@@ -13,10 +14,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from .. import registry
 from ..core import Domain, load_zeros, parse_workload
 from ..data import DataError, Dataset, read_table
-from ..io import write_json, write_table
+from ..io import json_writer, publish, table_writer
 from ..privacy import NEIGHBOURS, BudgetExceededError
-from ..schema import Schema
-from .common import UsageProblem, err, fail, one_line, peak_memory_mb
+from ..schema import MAX_MARGINAL_CELLS, Schema
+from .common import (UsageProblem, check_marginal_sizes, check_outputs, check_rows_memory, err, fail, one_line,
+                     peak_memory_mb)
 
 _METHODS = ", ".join(registry.names("preset"))
 _GENERATORS = ", ".join(registry.names("generator"))
@@ -29,18 +31,22 @@ def synth(
     drop_unknown: bool = typer.Option(False, "--drop-unknown", help="drop input columns the schema/domain does not name"),
     method: str = typer.Option("aim", "--method", help=f"the method: {_METHODS}"),
     generator: Optional[str] = typer.Option(None, "--generator", help=f"generate the records with another generator than the method's: {_GENERATORS}"),
-    epsilon: float = typer.Option(1.0, "--epsilon", help="privacy epsilon (> 0)"),
-    delta: float = typer.Option(1e-9, "--delta", help="privacy delta, in (0, 1)"),
+    epsilon: float = typer.Option(1.0, "--epsilon", help="privacy epsilon (> 0); the final line states what was spent"),
+    delta: float = typer.Option(1e-9, "--delta", help="privacy delta, in (0, 1); 1e-9 unless given"),
     rows: Optional[int] = typer.Option(None, "--rows", help="synthetic rows (default: N under replace-one, a noisy N otherwise)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="makes the whole run reproducible"),
     workload: str = typer.Option("all-3way", "--workload", help="all-2way, all-3way, all-3way:target=COL or a JSON file"),
     max_model_size: float = typer.Option(80.0, "--max-model-size", help="model capacity in MB (AIM, MWEM)"),
     neighbour: Optional[str] = typer.Option(None, "--neighbour", help="add_remove or replace_one (default: the method's; add_remove except PrivPGD)"),
     output: Path = typer.Option(..., "--output", "-o", help="synthetic table (.csv or .parquet)"),
-    report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, timing"),
+    report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, rows (no timing)"),
     zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..]: integer codes with --domain, raw values with --schema'),
     allow_draft_schema: bool = typer.Option(False, "--allow-draft-schema", help='accept a schema marked "draft": true (bounds read off the private data: not DP)'),
     public: Optional[Path] = typer.Option(None, "--public", help="public table over the same domain/schema (needed by --method jam)"),
+    save_model: Optional[Path] = typer.Option(None, "--save-model", help="also save the fitted model to this directory (sample more rows later with `privmarg sample`, no budget)"),
+    force: bool = typer.Option(False, "--force", help="replace an existing --save-model directory"),
+    noise: str = typer.Option("continuous", "--noise", help="continuous (the papers' float Gaussian) or discrete (exact discrete Gaussian/Laplace on integer counts, same privacy cost; recommended for releases)"),
+    backend: str = typer.Option("memory", "--backend", help="memory, or duckdb: count an integer-coded INPUT by SQL without loading it whole (with --domain; needs the duckdb package)"),
 ) -> None:
     """Fit a method on INPUT and write a synthetic table (written atomically, all or nothing)."""
     t0 = time.perf_counter()
@@ -63,6 +69,15 @@ def synth(
             raise UsageProblem(f"{output}: output must end in .csv, .csv.gz or .parquet")
         if (domain is None) == (schema is None):
             raise UsageProblem("give either --schema SCHEMA.json (raw table) or --domain DOMAIN.json (integer codes)")
+        workload_file = None if re.fullmatch(r"all-\d+way(:target=.+)?", workload) else Path(workload)
+        # outputs first: a bad output must fail before the private data is read or budget spent
+        check_outputs({"--output": output, "--report": report},
+                      {"INPUT": input, "--domain": domain, "--schema": schema, "--zeros": zeros,
+                       "--public": public, "--workload": workload_file})
+        if backend not in ("memory", "duckdb"):
+            raise UsageProblem(f"--backend must be memory or duckdb, got {backend!r}")
+        if backend == "duckdb" and domain is None:
+            raise UsageProblem("--backend duckdb reads integer codes: use it with --domain")
         if schema is not None:
             from ..preprocess import TableEncoder
 
@@ -72,6 +87,9 @@ def synth(
             dom = sch.max_domain()  # column names for checking the workload; sizes are fixed by fit
             data = read_table(input)
             TableEncoder(sch, drop_unknown=drop_unknown).validate(data)  # bad input: fail before any budget
+        elif backend == "duckdb":
+            dom = Domain.from_json(domain)
+            data = _duckdb_source(input, dom, drop_unknown)
         else:
             dom = Domain.from_json(domain)
             data = Dataset.from_frame(read_table(input), dom, drop_unknown=drop_unknown)
@@ -92,7 +110,9 @@ def synth(
                 TableEncoder(sch, drop_unknown=True).validate(public_data)
             else:
                 public_data = Dataset.from_frame(read_table(public), dom, drop_unknown=drop_unknown)
-        kw: dict = {"seed": seed, "neighbour": neighbour}
+        if noise not in ("continuous", "discrete"):
+            raise UsageProblem(f"--noise must be continuous or discrete, got {noise!r}")
+        kw: dict = {"seed": seed, "neighbour": neighbour, "noise": noise}
         if generator is not None:
             kw["generator"] = generator.lower()
         if "workload" in registry.entry("preset", method_l).flags:
@@ -101,6 +121,14 @@ def synth(
         if registry.accepts(method_l, "max_model_size"):
             kw["max_model_size"] = max_model_size
         mech = registry.make_preset(method_l, epsilon, delta, **kw)
+        # size guards, as a schema's: every marginal the method may count or model must fit
+        check_marginal_sizes(dom, mech.selector.supporting_cliques(dom), MAX_MARGINAL_CELLS)
+        if rows is not None:
+            check_rows_memory(rows, len(dom), "--rows")
+        if save_model is not None:
+            from ..persist import check_target
+
+            check_target(save_model, force)  # fail before any budget is spent
     except (UsageProblem, DataError, ValueError, KeyError, FileNotFoundError, OSError) as e:
         fail(one_line(e))
 
@@ -119,36 +147,68 @@ def synth(
             else:
                 mech.fit(data, progress=progress, zeros=zero_list, **extra)
             bar.update(task, completed=1.0, msg="sampling")
+            if rows is None:  # a noisy N under add/remove: guard it before allocating
+                try:
+                    n = mech.default_rows()
+                except (OverflowError, ValueError):
+                    raise UsageProblem("the model's noisy row count is not a usable number: "
+                                       "give --rows (or a larger --epsilon)") from None
+                check_rows_memory(n, len(mech.domain_), "the model's noisy row count")
             synthetic = mech.sample(rows)
-        write_table(synthetic, output)
+        files = [(output, table_writer(synthetic, output))]
         enc = getattr(mech, "encoder_", None)
         for note in (getattr(enc, "warnings_", []) + getattr(enc, "zero_notes_", [])) if enc is not None else []:
             err.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
         if report is not None:
-            write_json(build_report(mech, method_l, len(synthetic), time.perf_counter() - t0), report)
+            files.append((report, json_writer(build_report(mech, method_l, len(synthetic)))))
+        publish(files)  # the table and its report together, or neither
+        if save_model is not None:  # a directory of its own, written atomically too
+            mech.save(save_model, force=force)
     except KeyboardInterrupt:
         err.print("interrupted: nothing written")
         raise typer.Exit(130)
-    except (BudgetExceededError, DataError, ValueError, KeyError) as e:
+    except (UsageProblem, BudgetExceededError, DataError, ValueError, KeyError, OSError) as e:
         fail(one_line(e))
-    err.print(f"wrote {len(synthetic)} rows to {output}" + (f", report to {report}" if report else ""))
+    err.print(f"wrote {len(synthetic)} rows to {output}" + (f", report to {report}" if report else "")
+              + (f", model to {save_model}" if save_model is not None else "")
+              + f" ({time.perf_counter() - t0:.1f} s, fit {mech.fit_seconds_:.1f} s, "
+                f"peak memory {_mb(peak_memory_mb())})", highlight=False, soft_wrap=True)
+    pr = mech.privacy_report()
+    err.print(f"privacy spent: epsilon {pr['epsilon_spent']:.4g} at delta {pr['delta']:g} "
+              f"(rho {pr['rho_spent']:.4g} zCDP, {pr['neighbour'].replace('_', '/')} neighbours, "
+              f"{len(pr['ledger'])} charges)", highlight=False, soft_wrap=True)
 
 
-def build_report(mech, method: str, rows: int, seconds: float) -> dict:
-    """The JSON report: privacy ledger (each rho recomputable), measurements, size, time, memory."""
+def _duckdb_source(path: Path, dom: Domain, drop_unknown: bool):
+    from ..data import DuckDBSource
+
+    try:
+        return DuckDBSource(path, dom, drop_unknown=drop_unknown)
+    except ImportError as e:
+        raise UsageProblem(str(e)) from None
+
+
+#: keys of a round's log entry that stay out of the report (bulky, or timing, which grows with N)
+_ROUND_PRIVATE = ("candidates", "candidate_weights", "estimation_seconds")
+
+
+def _mb(v: float | None) -> str:
+    return "unknown" if v is None else f"{v:.0f} MB"
+
+
+def build_report(mech, method: str, rows: int) -> dict:
+    """The JSON report, fit for release with the table: privacy ledger (each rho recomputable),
+    measurements, rows. No timing or memory: they grow with the private N (they go to stderr)."""
     out = {
         "method": method,
         "privacy": mech.privacy_report(),
         "measurements": mech.measurements_report(),
         "rows": int(rows),
-        "seconds": float(seconds),
-        "fit_seconds": float(mech.fit_seconds_),
-        "peak_memory_mb": peak_memory_mb(),
     }
     if getattr(mech, "encoder_", None) is not None:
         out["preprocessing"] = mech.encoder_.report()
     if getattr(mech, "log_", None):
-        out["rounds"] = [{k: v for k, v in r.items() if k not in ("candidates", "candidate_weights")}
+        out["rounds"] = [{k: v for k, v in r.items() if k not in _ROUND_PRIVATE and not k.endswith("seconds")}
                          for r in mech.log_]
     if hasattr(mech, "error_bounds"):
         # 95% bounds on each workload marginal's L1 error of the table just written (free)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+import numbers
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .domain import Domain
@@ -29,38 +31,83 @@ def all_kway(domain: Domain, k: int, target: str | None = None) -> Workload:
 def parse_workload(spec: str | Sequence | None, domain: Domain, default: str = "all-3way") -> Workload:
     """A workload from ``"all-2way"``, ``"all-3way:target=col"``, a JSON file, or a list.
 
-    A list holds attribute tuples or ``(attrs, weight)`` pairs (JSON: ``[["a","b"], ...]`` or
-    ``[{"attrs": ["a","b"], "weight": 2}, ...]``). Attributes are checked against the domain.
+    A list holds cliques or ``(clique, weight)`` pairs; a clique is a list of attribute names
+    (JSON: ``[["a","b"], [["c"], 2], {"attrs": ["a","b"], "weight": 2}, ...]``). Strict: a clique
+    that is a string (``"ab"``), a top-level object, unknown or repeated attribute names, and
+    weights that are not finite positive numbers are errors (before any budget is spent).
     """
     if spec is None:
         spec = default
+    where = "workload"
     if isinstance(spec, (str, Path)):
         s = str(spec)
         m = re.fullmatch(r"all-(\d+)way(?::target=(.+))?", s)
         if m:
             return all_kway(domain, int(m.group(1)), m.group(2))
         path = Path(s)
-        if not path.exists():
+        if not path.is_file():
             raise ValueError(f"workload {s!r}: expected all-Kway, all-Kway:target=COL or a JSON file")
-        with open(path) as fh:
-            spec = json.load(fh)
+        where = f"workload {s}"
+        try:
+            with open(path) as fh:
+                spec = json.load(fh, parse_constant=_no_constant)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{where}: not valid JSON: {e}") from None
+        except ValueError as e:  # NaN, Infinity (parse_constant) or bad encoding
+            raise ValueError(f"{where}: {e}") from None
+    if isinstance(spec, (str, bytes, Mapping)) or not isinstance(spec, Sequence):
+        raise ValueError(f"{where}: must be a list of cliques (lists of attribute names), "
+                         f"got {type(spec).__name__}")
     out: Workload = []
-    for item in spec:
-        if isinstance(item, dict):
-            attrs, w = item["attrs"], float(item.get("weight", 1.0))
-        elif len(item) == 2 and isinstance(item[1], (int, float)) and not isinstance(item[0], str):
-            attrs, w = item[0], float(item[1])
+    for i, item in enumerate(spec):
+        at = f"{where}, entry {i + 1}"
+        if isinstance(item, Mapping):
+            unknown = set(item) - {"attrs", "weight"}
+            if unknown or "attrs" not in item:
+                raise ValueError(f"{at}: an object entry is {{\"attrs\": [...], \"weight\": w}}, "
+                                 f"got keys {sorted(map(str, item))}")
+            attrs, w = item["attrs"], item.get("weight", 1.0)
+        elif _is_list(item) and len(item) == 2 and _is_list(item[0]):
+            attrs, w = item
         else:
             attrs, w = item, 1.0
-        attrs = tuple(attrs)
-        if not attrs:
-            raise ValueError("workload entries must name at least one attribute")
-        if w < 0:
-            raise ValueError(f"workload weight for {attrs} must be >= 0")
-        out.append((domain.canonical(attrs), w))
-    if not out or sum(w for _, w in out) <= 0:
-        raise ValueError("the workload must have positive total weight")
+        attrs = _clique(attrs, at, domain)
+        out.append((domain.canonical(attrs), _weight(w, attrs, at)))
+    if not out:
+        raise ValueError(f"{where}: the workload is empty")
     return out
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a valid weight (weights must be finite positive numbers)")
+
+
+def _is_list(x) -> bool:
+    return isinstance(x, Sequence) and not isinstance(x, (str, bytes))
+
+
+def _clique(attrs, at: str, domain: Domain) -> tuple[str, ...]:
+    if not _is_list(attrs):
+        hint = f" (write [{', '.join(repr(c) for c in attrs)}] for a clique of single letters)" \
+            if isinstance(attrs, str) and len(attrs) > 1 and all(c in domain for c in attrs) else ""
+        raise ValueError(f"{at}: a clique must be a list of attribute names, got {attrs!r}{hint}")
+    if not attrs:
+        raise ValueError(f"{at}: a clique must name at least one attribute")
+    bad = [a for a in attrs if not isinstance(a, str)]
+    if bad:
+        raise ValueError(f"{at}: attribute names must be strings, got {bad[0]!r}")
+    if len(set(attrs)) != len(attrs):
+        raise ValueError(f"{at}: attribute repeated in {list(attrs)}")
+    unknown = [a for a in attrs if a not in domain]
+    if unknown:
+        raise KeyError(f"{at}: unknown attribute(s) {unknown}")
+    return tuple(attrs)
+
+
+def _weight(w, attrs, at: str) -> float:
+    if isinstance(w, bool) or not isinstance(w, numbers.Real) or not math.isfinite(w) or not w > 0:
+        raise ValueError(f"{at}: the weight of {list(attrs)} must be a finite positive number, got {w!r}")
+    return float(w)
 
 
 def downward_closure(workload: Workload, domain: Domain) -> dict[tuple[str, ...], float]:

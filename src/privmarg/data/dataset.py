@@ -35,6 +35,9 @@ class Dataset:
     @classmethod
     def from_frame(cls, df: pd.DataFrame, domain: Domain, *, drop_unknown: bool = False) -> "Dataset":
         """Validate and encode a DataFrame of integer codes; columns may come in any order."""
+        dups = sorted({str(c) for c in df.columns[df.columns.duplicated()]})
+        if dups:
+            raise DataError(f"duplicate column name(s) {dups}: every column must have its own name")
         missing = [a for a in domain.attrs if a not in df.columns]
         if missing:
             raise DataError(f"column(s) missing from the data: {missing}")
@@ -51,8 +54,18 @@ class Dataset:
             values = col.to_numpy()
             if not np.issubdtype(values.dtype, np.integer):
                 as_float = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
-                if np.isnan(as_float).any() or not np.all(as_float == np.round(as_float)):
+                if np.isnan(as_float).any():
                     raise DataError(f"column {a!r}: values must be integer codes, got {col.dtype}")
+                inf = ~np.isfinite(as_float)
+                if inf.any():
+                    raise DataError(f"column {a!r}: {int(inf.sum())} non-finite value(s) "
+                                    f"({as_float[inf][0]}): values must be integer codes")
+                if not np.all(as_float == np.round(as_float)):
+                    raise DataError(f"column {a!r}: values must be integer codes, got {col.dtype}")
+                out = (as_float < 0) | (as_float >= domain[a])  # before the cast, which would wrap
+                if out.any():
+                    raise DataError(f"column {a!r}: code {as_float[out][0]:.0f} outside the domain "
+                                    f"0..{domain[a] - 1}")
                 values = as_float.astype(np.int64)
             cols.append(values.astype(np.int64, copy=False))
         return cls(np.column_stack(cols), domain)
@@ -95,13 +108,22 @@ def read_table(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file")
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, not a table")
     name = path.name.lower()
     if name.endswith((".parquet", ".pq")):
         return pd.read_parquet(path)
     try:
-        return pd.read_csv(path)
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0]
+        df = pd.read_csv(path)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: the table is empty") from None
+    except pd.errors.ParserError as e:
+        raise DataError(f"{path}: not a valid CSV table: {e}") from None
+    dups = sorted(set(header[header.duplicated()]))
+    if dups:  # pandas would rename the second one ("a.1"), which --drop-unknown would then drop
+        raise DataError(f"{path}: duplicate column name(s) {dups}: every column must have its own name")
+    return df
 
 
 def _check_codes(codes: np.ndarray, domain: Domain) -> None:

@@ -21,7 +21,8 @@ from .metrics import (
     workload_error,
 )
 from .ml import ml_efficacy
-from .report import evaluate, render_html
+from .labels import code_labels
+from .report import budget_by_phase, evaluate, independence_baseline, render_html
 
 __all__ = [
     "CountingQueries",
@@ -29,8 +30,11 @@ __all__ = [
     "conditional_query_error",
     "counting_query_error",
     "covariance_error",
+    "budget_by_phase",
+    "code_labels",
     "embed",
     "evaluate",
+    "independence_baseline",
     "marginal_distances",
     "ml_efficacy",
     "range_query_error",

@@ -54,7 +54,8 @@ def _key(t: Sequence[str]) -> str:
 def evaluate(real: Dataset, synthetic: Dataset, *, test: Dataset | None = None, target: str | None = None,
              metrics: Sequence[str] | None = None, seed: int = 0, numeric: Sequence[str] = (),
              ml_models: Sequence[str] | None = None, ml_baseline: bool = True, query_data: str = "real",
-             worst: int = 6, ml_train: Dataset | None = None, ml_task: str = "auto") -> dict:
+             worst: int = 6, ml_train: Dataset | None = None, ml_task: str = "auto",
+             baseline: bool = False) -> dict:
     """All metrics of ``synthetic`` against ``real`` as a JSON-ready dict.
 
     Top level: one float per metric in :data:`METRIC_INFO` (those asked for in ``metrics``; default
@@ -66,6 +67,8 @@ def evaluate(real: Dataset, synthetic: Dataset, *, test: Dataset | None = None, 
     against ``real``; every other metric compares with ``real``. ``numeric`` lists the attributes that get
     range (not point) queries. ``ml_train`` replaces ``synthetic`` as the ML training table (e.g. a
     subsample, for speed); ``ml_task`` is ``auto``, ``classification`` or ``regression``.
+    ``baseline``: also score :func:`independence_baseline` of ``real`` on the same metrics (no ML),
+    under ``baseline``: a synthetic table should beat it on the dependence metrics.
     """
     wanted = set(ALL_METRICS if metrics is None else metrics)
     unknown = wanted - set(ALL_METRICS)
@@ -120,7 +123,44 @@ def evaluate(real: Dataset, synthetic: Dataset, *, test: Dataset | None = None, 
         out["ml_efficacy"] = timed("ml_efficacy", lambda: ml_efficacy(
             synthetic if ml_train is None else ml_train, test, target, models=ml_models or DEFAULT_MODELS,
             task=ml_task, seed=seed, real_train=real if ml_baseline else None))
+    if baseline:
+        base = evaluate(real, independence_baseline(real, seed=seed), metrics=[m for m in wanted if m in METRIC_INFO],
+                        seed=seed, numeric=numeric, worst=0)
+        out["baseline"] = {"name": BASELINE_NAME, **{m: base[m] for m in METRIC_INFO if m in base}}
     out["metric_seconds"] = secs
+    return out
+
+
+BASELINE_NAME = "independent columns (each real column shuffled on its own)"
+
+
+def independence_baseline(real: Dataset, seed: int = 0) -> Dataset:
+    """A non-private reference table: every column of ``real`` permuted independently, so each
+    column's distribution is exact and every dependence between columns is gone. Not a release."""
+    rng = np.random.default_rng(seed)
+    codes = real.codes.copy()
+    for j in range(codes.shape[1]):
+        codes[:, j] = codes[rng.permutation(len(codes)), j]
+    return Dataset(codes, real.domain, validate=False)
+
+
+PHASES = ("preprocessing", "selection", "measurement")
+
+
+def budget_by_phase(ledger: Sequence[dict]) -> dict[str, float]:
+    """ρ of a privacy ledger (``privacy_report()["ledger"]``) summed by phase: preprocessing (PrivTree
+    bins, rare-category counts), selection (exponential mechanism, top-q), measurement (Gaussian
+    marginals)."""
+    out = dict.fromkeys(PHASES, 0.0)
+    for e in ledger:
+        what, mech = str(e.get("what", "")).lower(), str(e.get("mechanism", "")).lower()
+        if mech in ("privtree", "laplace") or "privtree" in what or "rare" in what:
+            phase = "preprocessing"
+        elif mech in ("exponential", "gumbel", "top_q", "report_noisy_max"):
+            phase = "selection"
+        else:
+            phase = "measurement"
+        out[phase] += float(e.get("rho", 0.0))
     return out
 
 
@@ -148,8 +188,25 @@ def _plt():
 REAL_C, SYN_C = "#1f77b4", "#ff7f0e"
 
 
-def plot_1way(real: Dataset, synthetic: Dataset, tv: dict[str, float], ncols: int = 4):
-    """Real vs synthetic 1-way distributions, one panel per column."""
+def _ticks(ax, axis: str, labels: list[str] | None, k: int, limit: int = 24) -> None:
+    """Category names / bin ranges on an axis with at most ``limit`` ticks (long names shortened)."""
+    if labels is None or len(labels) != k:
+        return
+    step = max(1, math.ceil(k / limit))
+    pos = list(range(0, k, step))
+    names = [labels[i] if len(labels[i]) <= 18 else labels[i][:17] + "…" for i in pos]
+    if axis == "x":
+        ax.set_xticks(pos)
+        ax.set_xticklabels(names, rotation=60, ha="right", fontsize=6)
+    else:
+        ax.set_yticks(pos)
+        ax.set_yticklabels(names, fontsize=6)
+
+
+def plot_1way(real: Dataset, synthetic: Dataset, tv: dict[str, float], ncols: int = 4,
+              labels: dict[str, list[str]] | None = None, measured: set | None = None):
+    """Real vs synthetic 1-way distributions, one panel per column; ``labels`` names the codes,
+    ``measured`` (column names) marks the columns a released measurement covers."""
     plt = _plt()
     dom = real.domain
     d = len(dom)
@@ -167,18 +224,23 @@ def plot_1way(real: Dataset, synthetic: Dataset, tv: dict[str, float], ncols: in
         else:
             ax.step(x, p, where="mid", color=REAL_C, label="real")
             ax.step(x, q, where="mid", color=SYN_C, label="synthetic", alpha=0.8)
-        ax.set_title(f"{a}  (TV {tv.get(a, float('nan')):.3f})", fontsize=9)
+        mark = "" if measured is None else ("  measured" if a in measured else "  not measured")
+        ax.set_title(f"{a}  (TV {tv.get(a, float('nan')):.3f}){mark}", fontsize=9)
         ax.tick_params(labelsize=7)
+        ax.set_ylabel("share of rows", fontsize=7)
+        _ticks(ax, "x", (labels or {}).get(a), k)
         if i == 0:
             ax.legend(fontsize=7)
     for j in range(d, nrows * ncols):
         axes[j // ncols][j % ncols].axis("off")
-    fig.subplots_adjust(hspace=0.45, wspace=0.25)
+    fig.subplots_adjust(hspace=0.9 if labels else 0.45, wspace=0.3)
     return fig
 
 
-def plot_worst_2way(real: Dataset, synthetic: Dataset, worst: list[dict]):
-    """The 2-way marginals with the largest TV: real | synthetic | synthetic − real, one row each."""
+def plot_worst_2way(real: Dataset, synthetic: Dataset, worst: list[dict],
+                    labels: dict[str, list[str]] | None = None, measured: Sequence[Sequence[str]] | None = None):
+    """The 2-way marginals with the largest TV: real | synthetic | synthetic − real, one row each;
+    ``labels`` names the codes on the axes, ``measured`` (cliques) says whether the pair was measured."""
     plt = _plt()
     from matplotlib.colors import PowerNorm
 
@@ -203,14 +265,30 @@ def plot_worst_2way(real: Dataset, synthetic: Dataset, worst: list[dict]):
             im = ax.imshow(mat, aspect="auto", interpolation="nearest", origin="lower", **kw)
             ax.set_xlabel(b, fontsize=8)
             ax.set_ylabel(a, fontsize=8)
-            ax.set_title(f"{title}" + (f"   (TV {item['tv']:.3f})" if c == 0 else ""), fontsize=9)
+            note = ""
+            if c == 0:
+                note = f"   (TV {item['tv']:.3f})"
+                if measured is not None:
+                    note += "  measured" if _covered((a, b), measured) else "  not measured: the model's inference"
+            ax.set_title(f"{title}{note}", fontsize=9)
             ax.tick_params(labelsize=7)
+            _ticks(ax, "x", (labels or {}).get(b), kj)
+            if c == 0:
+                _ticks(ax, "y", (labels or {}).get(a), ki)
+            else:  # the rows' labels stand on the first panel only, or they run into the colour bars
+                ax.set_yticks([])
+                ax.set_ylabel("")
             if c == 1:  # one colour bar for the two distributions, one for the difference
                 fig.colorbar(im, ax=[axes[r][0], axes[r][1]], fraction=0.03, pad=0.02)
             elif c == 2:
                 fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.subplots_adjust(hspace=0.45, wspace=0.5)
+    fig.subplots_adjust(hspace=0.8 if labels else 0.45, wspace=0.5)
     return fig
+
+
+def _covered(attrs: Sequence[str], measured: Sequence[Sequence[str]]) -> bool:
+    s = set(attrs)
+    return any(s <= set(m) for m in measured)
 
 
 def _corr(data: Dataset) -> np.ndarray:
@@ -249,19 +327,27 @@ def plot_correlations(real: Dataset, synthetic: Dataset):
 
 
 def plot_errors(result: dict):
-    """One bar per scalar metric (log scale), value printed next to it."""
+    """One bar per scalar metric (log scale), value printed next to it; the independence baseline's
+    value beside it in grey when the result has one."""
     plt = _plt()
     names = [m for m in METRIC_INFO if isinstance(result.get(m), (int, float)) and math.isfinite(result[m])]
     vals = [result[m] for m in names]
+    base = result.get("baseline") or {}
+    bvals = [base.get(m) for m in names]
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(names) + 1))
     pos = np.arange(len(names))[::-1]
-    floor = min([v for v in vals if v > 0], default=1e-6) / 10
-    ax.barh(pos, [max(v, floor) for v in vals], color="#4c72b0")
+    floor = min([v for v in vals + [b for b in bvals if isinstance(b, float)] if v > 0], default=1e-6) / 10
+    h = 0.4 if base else 0.8
+    ax.barh(pos + (h / 2 if base else 0), [max(v, floor) for v in vals], height=h, color="#4c72b0", label="synthetic")
+    if base:
+        ax.barh(pos - h / 2, [max(b, floor) if isinstance(b, float) else floor for b in bvals], height=h,
+                color="#bbbbbb", label="independence baseline")
+        ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2, frameon=False)
     ax.set_xscale("log")
     ax.set_yticks(pos)
     ax.set_yticklabels(names, fontsize=9)
     for y, v in zip(pos, vals):
-        ax.text(max(v, floor), y, f" {v:.3g}", va="center", fontsize=8)
+        ax.text(max(v, floor), y + (h / 2 if base else 0), f" {v:.3g}", va="center", fontsize=8)
     ax.set_xlabel("error (log scale; lower is better)")
     return fig
 
@@ -274,7 +360,7 @@ body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em au
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
 th{background:#f4f4f4}td.num{text-align:right;font-family:monospace}img{max-width:100%}
-.note{color:#666;font-size:.85em}
+.note{color:#666;font-size:.85em}td.worse{color:#b00}
 """
 
 
@@ -323,8 +409,15 @@ def plot_error_bounds(check: dict):
 
 
 def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str = "Synthetic data report",
-                sources: dict | None = None) -> str:
-    """A self-contained HTML page for a result of :func:`evaluate` (plots as base64 PNG)."""
+                sources: dict | None = None, labels: dict[str, list[str]] | None = None,
+                measured: Sequence[Sequence[str]] | None = None, budget: dict[str, float] | None = None,
+                notes: Sequence[str] = ()) -> str:
+    """A self-contained HTML page for a result of :func:`evaluate` (plots as base64 PNG).
+
+    ``labels``: per column, a name per code (:func:`~privmarg.evaluation.labels.code_labels`) for
+    the axes; ``measured``: the cliques the run measured (marked on the plots); ``budget``: ρ by
+    phase (:func:`budget_by_phase`); ``notes``: lines shown under "Notes" (clipping, bounds).
+    """
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
     if sources:
@@ -332,11 +425,38 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
                                          for k, v in sources.items()) + "</table>")
     parts.append(f"<p>{result['rows_real']} real rows, {result['rows_synthetic']} synthetic rows, "
                  f"{len(result['columns'])} columns.</p>")
-    parts.append("<h2>Metrics</h2><table><tr><th>metric</th><th>value</th><th>meaning</th></tr>")
+    base = result.get("baseline") or {}
+    parts.append("<h2>Metrics</h2><table><tr><th>metric</th><th>synthetic</th>"
+                 + ("<th>independence baseline</th>" if base else "") + "<th>meaning</th></tr>")
     for m, info in METRIC_INFO.items():
         if m in result:
-            parts.append(f"<tr><td>{m}</td><td class='num'>{_fmt(result[m])}</td><td>{html.escape(info)}</td></tr>")
+            cell = ""
+            if base:
+                b = base.get(m)
+                # 1-way metrics: the baseline is exact by construction, nothing to beat
+                worse = m != "tv_1way" and isinstance(b, float) and isinstance(result[m], float) and result[m] > b
+                cell = (f"<td class='num{' worse' if worse else ''}'>{_fmt(b)}"
+                        + (" ◂ synthetic is worse" if worse else "") + "</td>")
+            parts.append(f"<tr><td>{m}</td><td class='num'>{_fmt(result[m])}</td>{cell}<td>{html.escape(info)}</td></tr>")
     parts.append("</table>")
+    if base:
+        parts.append(f"<p class='note'>Independence baseline: {html.escape(base.get('name', BASELINE_NAME))}; "
+                     "it keeps every column's distribution and breaks all dependence. It is not private: a "
+                     "synthetic table should beat it on the 2- and 3-way metrics.</p>")
+    if budget:
+        tot = sum(budget.values()) or 1.0
+        parts.append("<h2>Privacy budget by phase</h2><table><tr><th>phase</th><th>ρ (zCDP)</th><th>share</th></tr>"
+                     + "".join(f"<tr><td>{html.escape(k)}</td><td class='num'>{_fmt(float(v))}</td>"
+                               f"<td class='num'>{100 * v / tot:.1f}%</td></tr>" for k, v in budget.items())
+                     + "</table>")
+    all_notes = list(notes)
+    for what, cols in (result.get("clipped_values") or {}).items():
+        all_notes.append(f"{what} table: values outside the schema's bounds were clipped to them: "
+                         + ", ".join(f"{c} ({n} values)" for c, n in cols.items()))
+    if result.get("error_bounds_note"):
+        all_notes.append(result["error_bounds_note"])
+    if all_notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in all_notes) + "</ul>")
     run = result.get("run")
     if run:
         parts.append("<h2>Run that produced the data</h2><table>" + "".join(
@@ -367,9 +487,12 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
     figs = [("Error per metric", plot_errors(result))]
     if eb:
         figs.append(("Error bounds vs true errors", plot_error_bounds(eb)))
-    figs.append(("Real vs synthetic 1-way distributions", plot_1way(real, synthetic, result["tv_per_column"])))
+    covered = None if measured is None else {a for m in measured for a in m}
+    figs.append(("Real vs synthetic 1-way distributions",
+                 plot_1way(real, synthetic, result["tv_per_column"], labels=labels, measured=covered)))
     if result.get("worst_2way"):
-        figs.append(("Worst 2-way marginals (largest TV)", plot_worst_2way(real, synthetic, result["worst_2way"])))
+        figs.append(("Worst 2-way marginals (largest TV)",
+                     plot_worst_2way(real, synthetic, result["worst_2way"], labels=labels, measured=measured)))
     if len(real.domain) >= 2:
         figs.append(("Correlations of the embedded codes", plot_correlations(real, synthetic)))
     for name, fig in figs:

@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain, Measurement
-from ..privacy import Accountant, exponential_mechanism, gaussian_mechanism, gumbel_top_q, marginal_l2
+from ..privacy import (
+    Accountant,
+    check_noise,
+    discrete_gaussian_mechanism,
+    exponential_mechanism,
+    gaussian_mechanism,
+    gumbel_top_q,
+    is_integral,
+    marginal_l2,
+)
 from ..privacy.privtree import privtree_split
 
 Clique = tuple[str, ...]
@@ -28,12 +37,22 @@ class MeasurementSession:
     for preprocessing); ``accountant``: charged for everything released; ``rng``: the noise
     generator. ``measurements`` lists what was released (and public answers :meth:`record`-ed), in
     order; ``rounds`` is the selectors' round log.
+
+    ``noise``: ``"continuous"`` (default) adds float Gaussian noise ``N(0, σ²)`` (and Laplace noise in
+    PrivTree); ``"discrete"`` adds the exact discrete Gaussian ``N_Z(0, σ²)`` to integer-valued
+    releases (marginal counts), with the same charge ``Δ₂²/(2σ²)`` (Canonne–Kamath–Steinke 2020,
+    Thm 4), and the discrete Laplace in PrivTree. A release whose values are not all integers
+    (weighted counts from a precomputed source, PrivPGD's smoothed constraint statistic) gets the
+    continuous Gaussian at the same σ and cost; the ledger's ``mechanism`` says which one ran
+    (``"discrete_gaussian"`` or ``"gaussian"``, with ``fallback="non-integer values"``).
     """
 
-    def __init__(self, source: Any, accountant: Accountant, rng: np.random.Generator, *, cache: bool = True):
+    def __init__(self, source: Any, accountant: Accountant, rng: np.random.Generator, *, cache: bool = True,
+                 noise: str = "continuous"):
         self.source = source
         self.accountant = accountant
         self.rng = rng
+        self.noise = check_noise(noise)
         self.measurements: list[Measurement] = []
         self.rounds: list[dict] = []
         self._cache: dict[Clique, np.ndarray] | None = {} if cache else None
@@ -55,7 +74,8 @@ class MeasurementSession:
 
     def derived(self, source: Any) -> "MeasurementSession":
         """A session over another view of the same private data (same accountant and noise)."""
-        return MeasurementSession(source, self.accountant, self.rng, cache=self._cache is not None)
+        return MeasurementSession(source, self.accountant, self.rng, cache=self._cache is not None,
+                                  noise=self.noise)
 
     # ------------------------------------------------------------------ private answers
     def answers(self, cliques: Sequence[Sequence[str]]) -> list[np.ndarray]:
@@ -77,19 +97,28 @@ class MeasurementSession:
     # ------------------------------------------------------------------------ releases
     def measure(self, clique: Sequence[str], sigma: float, what: str = "", *, weight: float | None = None,
                 **meta: Any) -> Measurement:
-        """Release ``M_clique(D) + N(0, σ²)`` and keep it; charges ``Δ₂²/(2σ²)`` (Δ₂ = 1 or √2).
-        ``weight``: its weight in a generator's loss (default ``1/(2σ²)``)."""
+        """Release ``M_clique(D) + N(0, σ²)`` (or ``N_Z(0, σ²)``, see ``noise``) and keep it; charges
+        ``Δ₂²/(2σ²)`` (Δ₂ = 1 or √2). ``weight``: its weight in a generator's loss (default ``1/(2σ²)``)."""
         clique = tuple(clique)
         (exact,) = self.answers([clique])
-        y = gaussian_mechanism(self.accountant, exact, sigma, marginal_l2(self.neighbour), self.rng,
-                               what=what or f"marginal {','.join(clique)}")
+        y = self._gaussian(exact, sigma, marginal_l2(self.neighbour), what or f"marginal {','.join(clique)}")
         m = Measurement(clique, y, sigma, meta=meta, weight=weight)
         self.measurements.append(m)
         return m
 
     def gaussian(self, values: np.ndarray, sigma: float, l2_sensitivity: float, what: str) -> np.ndarray:
         """Release a private statistic ``values`` (computed from :meth:`answers` or :meth:`histogram`)
-        with Gaussian noise; charges ``l2_sensitivity²/(2σ²)``. Not kept in :attr:`measurements`."""
+        with Gaussian noise (discrete for integer values under ``noise="discrete"``); charges
+        ``l2_sensitivity²/(2σ²)``. Not kept in :attr:`measurements`."""
+        return self._gaussian(values, sigma, l2_sensitivity, what)
+
+    def _gaussian(self, values: np.ndarray, sigma: float, l2_sensitivity: float, what: str) -> np.ndarray:
+        if self.noise == "discrete":
+            if is_integral(values):
+                return discrete_gaussian_mechanism(self.accountant, values, sigma, l2_sensitivity, self.rng,
+                                                   what=what)
+            return gaussian_mechanism(self.accountant, values, sigma, l2_sensitivity, self.rng, what=what,
+                                      fallback="non-integer values")
         return gaussian_mechanism(self.accountant, values, sigma, l2_sensitivity, self.rng, what=what)
 
     def select(self, scores: np.ndarray, epsilon: float, sensitivity: float, what: str = "") -> int:
@@ -129,4 +158,4 @@ class MeasurementSession:
         (``threshold``: PrivTree's θ in rows, public)."""
         count: Callable = self.source.range_counter(column)
         return privtree_split(self.accountant, count, lo, hi, lattice=lattice, max_depth=max_depth, rho=rho,
-                              rng=self.rng, what=what, threshold=threshold)
+                              rng=self.rng, what=what, threshold=threshold, noise=self.noise)

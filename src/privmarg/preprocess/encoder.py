@@ -121,21 +121,25 @@ class TableEncoder:
 
     # ------------------------------------------------------------------------------ fitting
     def fit(self, df: pd.DataFrame | None = None, accountant: Accountant | None = None, rho_budget: float = 0.0,
-            rng: np.random.Generator | None = None, *, rho_model: float | None = None) -> "TableEncoder":
+            rng: np.random.Generator | None = None, *, rho_model: float | None = None,
+            noise: str = "continuous") -> "TableEncoder":
         """Fix the encoding: public steps from the schema; DP steps (if asked for) from ``df``, charged
         exactly ``rho_budget`` zCDP. ``rho_model``: the zCDP the synthesizer will spend afterwards (default
-        ``9·rho_budget``, the 10% preprocessing share), which sizes adaptive PrivTree bins."""
-        self._fit(df, accountant, rho_budget, rng, rho_model=rho_model)
+        ``9·rho_budget``, the 10% preprocessing share), which sizes adaptive PrivTree bins. ``noise``:
+        ``"continuous"`` or ``"discrete"`` noise for the DP steps (see MeasurementSession)."""
+        self._fit(df, accountant, rho_budget, rng, rho_model=rho_model, noise=noise)
         return self
 
     def fit_encode(self, df: pd.DataFrame, accountant: Accountant | None = None, rho_budget: float = 0.0,
-                   rng: np.random.Generator | None = None, *, rho_model: float | None = None) -> Dataset:
+                   rng: np.random.Generator | None = None, *, rho_model: float | None = None,
+                   noise: str = "continuous") -> Dataset:
         """:meth:`fit` then :meth:`encode` on the same table, validating it once (before any charge)."""
         prepared = self._prepare(df)
-        self._fit(df, accountant, rho_budget, rng, prepared=prepared, rho_model=rho_model)
+        self._fit(df, accountant, rho_budget, rng, prepared=prepared, rho_model=rho_model, noise=noise)
         return self._encode_prepared(prepared)
 
-    def _fit(self, df, accountant, rho_budget, rng, prepared=None, rho_model=None) -> None:
+    def _fit(self, df, accountant, rho_budget, rng, prepared=None, rho_model=None,
+             noise: str = "continuous") -> None:
         dp_cols = [c for c in self.schema if c.dp_step]
         self.warnings_: list[str] = []
         self.rows_estimate_ = None
@@ -158,7 +162,8 @@ class TableEncoder:
         spent0 = accountant.rho_spent if accountant is not None else 0.0
         session = None
         if dp_cols:  # the DP steps read the prepared columns through a session, charged
-            session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False)
+            session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False,
+                                         noise=noise)
         rows_seen: list[float] = []
         codecs = []
         for col in self.schema:
@@ -224,20 +229,7 @@ class TableEncoder:
 
     def _encode_prepared(self, prepared: dict[str, np.ndarray]) -> Dataset:
         self._check_fitted()
-        cols = []
-        for name in self.schema.names:
-            c = self.codecs_[name]
-            v = prepared[name]
-            if c.edges is not None:
-                miss = np.isnan(v)
-                code = self._encode_prepared_column(c, v)
-            else:
-                miss = v < 0
-                code = np.empty(len(v), dtype=np.int64)
-                code[~miss] = c.base_to_code[v[~miss]]
-            if miss.any():
-                code[miss] = c.missing_code
-            cols.append(code)
+        cols = [_column_codes(self.codecs_[name], prepared[name]) for name in self.schema.names]
         return Dataset(np.column_stack(cols), self.domain, validate=False)
 
     @staticmethod
@@ -252,6 +244,29 @@ class TableEncoder:
             hit[hit] = c.atoms[k[hit]] == v[hit]
             code[hit] = len(c.edges) - 1 + k[hit]
         return code
+
+    def encode_values(self, df: pd.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Codes of some columns' values (a partial table: conditions for sampling), checked like
+        :meth:`encode` but values outside the schema's bounds are an error, not clipped. Returns
+        ``(codes, exact)``: per column its codes, and the prepared values (numbers on the encoding
+        axis, base category codes) that :meth:`decode` can put back exactly (``exact=``)."""
+        self._check_fitted()
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
+        df = df.rename(columns=str)
+        unknown = [c for c in df.columns if c not in self.schema]
+        if unknown:
+            raise DataError(f"column(s) {unknown} are not in the schema")
+        codes, exact = {}, {}
+        for name in df.columns:
+            spec = self.schema[name]
+            clipped: dict[str, int] = {}
+            v = _prepare_column(spec, df[name].reset_index(drop=True), clipped)
+            if clipped:
+                raise DataError(f"column {name!r}: value outside the schema's bounds [{spec.min}, {spec.max}]")
+            codes[name] = _column_codes(self.codecs_[name], v)
+            exact[name] = v
+        return codes, exact
 
     def _prepare(self, df: pd.DataFrame, clipped: dict[str, int] | None = None) -> dict[str, np.ndarray]:
         """Check columns, emptiness and every value; numeric columns → clipped floats (NaN = missing),
@@ -277,11 +292,13 @@ class TableEncoder:
 
     # ------------------------------------------------------------------------------ decoding
     def decode(self, codes: np.ndarray, rng: np.random.Generator | None = None, *,
-               midpoint: bool = False) -> pd.DataFrame:
+               midpoint: bool = False, exact: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
         """A DataFrame with the schema's columns and dtypes from integer codes over :attr:`domain`.
 
         Numeric values are drawn uniformly within their bin (``midpoint=True``: the bin midpoint),
         integers rounded, datetimes restored, merged rare categories drawn uniformly from their group.
+        ``exact``: per column, values to put back as they are instead (from :meth:`encode_values`,
+        one per row; they must lie in the rows' codes).
         """
         self._check_fitted()
         codes = np.asarray(codes)
@@ -295,8 +312,73 @@ class TableEncoder:
         rng = rng if rng is not None else np.random.default_rng()
         out = {}
         for j, name in enumerate(self.schema.names):
-            out[name] = _decode_column(self.codecs_[name], codes[:, j].astype(np.int64), rng, midpoint)
+            out[name] = _decode_column(self.codecs_[name], codes[:, j].astype(np.int64), rng, midpoint,
+                                       None if exact is None else exact.get(name))
         return pd.DataFrame(out)
+
+    # ------------------------------------------------------------------------------ saving
+    def state(self) -> dict:
+        """What a fitted encoder is, for saving: the (public) schema, and per column its bin edges and
+        atoms (with the adaptive leaves, their cumulative noisy shares and decay lengths), or kept /
+        merged categories, and the zCDP its DP step was charged (all public or DP outputs). Never the
+        data. Floats are written as Python floats (``repr`` round-trips exactly; ``inf`` as JSON
+        ``Infinity``)."""
+        self._check_fitted()
+        fl = lambda a: [float(e) for e in a]  # noqa: E731
+        cols = {}
+        for n, c in self.codecs_.items():
+            if c.edges is not None:
+                st: dict[str, Any] = {"edges": fl(c.edges)}
+                if len(c.atoms):
+                    st["atoms"] = fl(c.atoms)
+                if c.leaf_edges is not None:
+                    st["leaf_edges"] = fl(c.leaf_edges)
+                    st["leaf_cum"] = fl(c.leaf_cum)
+                    st["leaf_scale"] = fl(c.leaf_scale)
+            else:
+                st = {"kept": [int(i) for i in c.kept], "group": [int(i) for i in c.group]}
+            if c.rho:
+                st["rho"] = float(c.rho)
+            cols[n] = st
+        out = {"schema": self.schema.to_dict(), "drop_unknown": self.drop_unknown,
+               "rare_threshold": self.rare_threshold, "rho_spent": float(self.rho_spent_), "columns": cols}
+        if getattr(self, "rows_estimate_", None) is not None:
+            out["rows_estimate"] = float(self.rows_estimate_)
+            out["resolution_bins"] = float(self.resolution_bins_)
+        if getattr(self, "warnings_", None):
+            out["warnings"] = list(self.warnings_)
+        return out
+
+    @classmethod
+    def from_state(cls, state: dict) -> "TableEncoder":
+        """The fitted encoder :meth:`state` describes (no data, no budget)."""
+        enc = cls(Schema.from_dict(state["schema"]), drop_unknown=bool(state["drop_unknown"]),
+                  rare_threshold=float(state["rare_threshold"]))
+        arr = lambda st, k: None if k not in st else np.asarray(st[k], dtype=float)  # noqa: E731
+        codecs = []
+        for col in enc.schema:
+            st = state["columns"][col.name]
+            rho = float(st.get("rho", 0.0))
+            if "edges" in st:
+                atoms = arr(st, "atoms")
+                codecs.append(ColumnCodec(col, edges=arr(st, "edges"), rho=rho,
+                                          atoms=np.array([], dtype=float) if atoms is None else atoms,
+                                          leaf_edges=arr(st, "leaf_edges"), leaf_cum=arr(st, "leaf_cum"),
+                                          leaf_scale=arr(st, "leaf_scale")))
+                continue
+            kept = np.asarray(st["kept"], dtype=np.int64)
+            group = np.asarray(st["group"], dtype=np.int64)
+            base_to_code = np.full(col.base_size, len(kept), dtype=np.int64)
+            base_to_code[kept] = np.arange(len(kept))
+            codecs.append(ColumnCodec(col, kept=kept, group=group, base_to_code=base_to_code, rho=rho))
+        enc.rho_spent_ = float(state["rho_spent"])
+        enc.codecs_ = {c.spec.name: c for c in codecs}
+        enc.domain = Domain(enc.schema.names, [c.size for c in codecs])
+        enc.rows_estimate_ = state.get("rows_estimate")
+        if enc.rows_estimate_ is not None:
+            enc.resolution_bins_ = float(state["resolution_bins"])
+        enc.warnings_ = list(state.get("warnings", []))
+        return enc
 
     # ------------------------------------------------------------------------------ structural zeros
     def check_zeros(self, spec: Any) -> list[tuple[tuple[str, ...], list[dict[str, np.ndarray]]]]:
@@ -591,7 +673,22 @@ def _category_codes(col: ColumnSpec, vals: pd.Series) -> np.ndarray:
     return table[inv]
 
 
-def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, midpoint: bool) -> pd.Series:
+def _column_codes(c: ColumnCodec, v: np.ndarray) -> np.ndarray:
+    """Codes of one prepared column (floats with NaN, or base codes with -1, for missing)."""
+    if c.edges is not None:
+        miss = np.isnan(v)
+        code = TableEncoder._encode_prepared_column(c, v)
+    else:
+        miss = v < 0
+        code = np.empty(len(v), dtype=np.int64)
+        code[~miss] = c.base_to_code[v[~miss]]
+    if miss.any():
+        code[miss] = c.missing_code
+    return code
+
+
+def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, midpoint: bool,
+                   exact: np.ndarray | None = None) -> pd.Series:
     spec = c.spec
     n = len(code)
     miss = code == c.missing_code if c.missing_code is not None else np.zeros(n, dtype=bool)
@@ -602,7 +699,11 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
         is_atom = j >= n_bins
         jb = np.minimum(j, n_bins - 1)
         left, right = c.edges[jb], c.edges[jb + 1]
-        if c.leaf_edges is not None and not midpoint:  # a leaf in proportion to its noisy count
+        if exact is not None:  # given values (conditions), kept as they are
+            v = np.asarray(exact, dtype=float)[ok]
+            if spec.lattice:
+                v = np.round(v)
+        if c.leaf_edges is not None and not midpoint and exact is None:  # a leaf in proportion to its noisy count
             leaf = np.searchsorted(c.leaf_cum, jb + rng.random(len(jb)), side="right")
             leaf = np.minimum(leaf, len(c.leaf_edges) - 2)
             left, right = c.leaf_edges[leaf], c.leaf_edges[leaf + 1]
@@ -625,12 +726,14 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
                 r2 = right - np.isin(right - 1, c.atoms)
                 ok2 = r2 > l2
                 left, right = np.where(ok2, l2, left), np.where(ok2, r2, right)
-            if midpoint:
+            if exact is not None:
+                pass
+            elif midpoint:
                 v = np.floor((left + right - 1) / 2 + 0.5)
             else:
                 v = left + np.floor(rng.random(len(j)) * (right - left))
                 v = np.minimum(v, right - 1)
-            if is_atom.any():
+            if is_atom.any() and exact is None:
                 v[is_atom] = c.atoms[j[is_atom] - n_bins]
             v = v.astype(np.int64)
             if spec.type == "integer":
@@ -643,8 +746,9 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
             ns = np.full(n, np.datetime64("NaT"), dtype="datetime64[ns]")
             ns[ok] = (v * DATETIME_UNITS[spec.unit]).astype("datetime64[ns]")
             return pd.Series(ns, dtype="datetime64[ns]")
-        v = (left + right) / 2 if midpoint else left + rng.random(len(j)) * (right - left)
-        if is_atom.any():
+        if exact is None:
+            v = (left + right) / 2 if midpoint else left + rng.random(len(j)) * (right - left)
+        if is_atom.any() and exact is None:
             v[is_atom] = c.atoms[j[is_atom] - n_bins]
         out = np.full(n, np.nan)
         out[ok] = np.clip(v, spec.lo, spec.hi)
@@ -653,7 +757,9 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
     kept = j < len(c.kept)
     base[kept] = c.kept[j[kept]]
     grouped = ~kept
-    if grouped.any():
+    if exact is not None:
+        base = np.asarray(exact, dtype=np.int64)[ok]
+    elif grouped.any():
         base[grouped] = c.group[rng.integers(0, len(c.group), int(grouped.sum()))]
     labels = np.empty(len(c.labels()), dtype=object)
     labels[:] = c.labels()

@@ -6,6 +6,15 @@ cost to an :class:`Accountant` before releasing anything (SPEC §1).
 
 from .accountant import Accountant, BudgetExceededError, Charge, recompute_rho
 from .calibrate import RoundPlan, even_epsilon, even_sigma, preprocess_budget, round_plan
+from .discrete import (
+    NOISES,
+    check_noise,
+    discrete_gaussian,
+    discrete_gaussian_mechanism,
+    discrete_laplace,
+    discrete_laplace_mechanism,
+    is_integral,
+)
 from .conversions import cdp_delta, cdp_eps, cdp_rho, simple_delta, simple_eps, simple_rho
 from .primitives import (
     exponential_epsilon,
@@ -58,6 +67,13 @@ __all__ = [
     "exponential_mechanism",
     "exponential_epsilon",
     "laplace_mechanism",
+    "NOISES",
+    "check_noise",
+    "discrete_gaussian",
+    "discrete_gaussian_mechanism",
+    "discrete_laplace",
+    "discrete_laplace_mechanism",
+    "is_integral",
     "gumbel_top_q",
     "noise_rngs",
 ]

@@ -79,21 +79,26 @@ class Charge:
 def recompute_rho(entry: dict) -> float:
     """zCDP cost of one ledger entry (as in a JSON report) from its calibration parameters."""
     mech = entry["mechanism"]
-    if mech == "gaussian":
+    if mech in ("gaussian", "discrete_gaussian"):  # same zCDP cost (CKS 2020, Thm 4)
         return entry["l2_sensitivity"] ** 2 / (2.0 * entry["sigma"] ** 2)
     if mech == "exponential":
         return entry["epsilon"] ** 2 / 8.0
-    if mech == "laplace":
+    if mech in ("laplace", "discrete_laplace"):
         eps = entry["l1_sensitivity"] / entry["scale"] if entry["l1_sensitivity"] else 0.0
         return eps**2 / 2.0
     if mech == "gumbel_top_q":
         return entry["q"] * entry["sensitivity"] ** 2 / (2.0 * entry["beta"] ** 2)
-    if mech == "privtree":
-        # the Laplace scale determines epsilon: λ = group·(2β−1)/((β−1)ε)
+    if mech in ("privtree", "privtree_discrete"):
+        # the Laplace scale determines epsilon: λ = group·(2β−1)/((β−1)ε); the bias is λ ln β
+        # (continuous) or its ceiling (discrete noise on integer counts, see privacy.privtree)
         fan = entry["fanout"]
         eps = entry["group"] * (2 * fan - 1) / ((fan - 1) * entry["scale"])
-        if not math.isclose(eps, entry["epsilon"], rel_tol=1e-9) or \
-                not math.isclose(entry["bias"], entry["scale"] * math.log(fan), rel_tol=1e-9):
+        bias = entry["scale"] * math.log(fan)
+        if mech == "privtree_discrete":
+            bias_ok = entry["bias"] == math.ceil(bias) and float(entry["threshold"]).is_integer()
+        else:
+            bias_ok = math.isclose(entry["bias"], bias, rel_tol=1e-9)
+        if not math.isclose(eps, entry["epsilon"], rel_tol=1e-9) or not bias_ok:
             raise ValueError(f"inconsistent PrivTree calibration in {entry.get('what')!r}")
         return eps**2 / 2.0
     raise ValueError(f"cannot recompute the cost of mechanism {mech!r}")

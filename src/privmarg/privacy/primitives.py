@@ -109,15 +109,17 @@ def gaussian_mechanism(
     l2_sensitivity: float,
     rng: np.random.Generator,
     what: str = "",
+    **note: str,
 ) -> np.ndarray:
     """Release ``values + N(0, sigma^2 I)`` (float64, same shape) at ``l2_sensitivity^2/(2 sigma^2)`` zCDP.
 
     ``l2_sensitivity`` is the L2 sensitivity of ``values`` as a function of the data. Charges first
-    (mechanism ``"gaussian"``, params ``sigma``, ``l2_sensitivity``), then draws the noise.
+    (mechanism ``"gaussian"``, params ``sigma``, ``l2_sensitivity`` and any ``note``, e.g. why the
+    discrete Gaussian was not used), then draws the noise.
     """
     x = np.array(values, dtype=np.float64)  # copy: never alias the caller's data
     rho = gaussian_rho(sigma, l2_sensitivity)
-    accountant.charge(rho, what, "gaussian", sigma=float(sigma), l2_sensitivity=float(l2_sensitivity))
+    accountant.charge(rho, what, "gaussian", sigma=float(sigma), l2_sensitivity=float(l2_sensitivity), **note)
     return np.asarray(x + rng.normal(0.0, float(sigma), size=x.shape), dtype=np.float64)
 
 

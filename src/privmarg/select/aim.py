@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,16 @@ import numpy as np
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
 from .adaptive import SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState
 from .base import Selection, check_fraction, check_rounds
+
+
+def _uncached(model):
+    """``model.project`` without filling the model's projection cache, where the model has one."""
+    try:
+        if "cache" in inspect.signature(model.project).parameters:
+            return lambda r: model.project(r, cache=False)
+    except (TypeError, ValueError):
+        pass
+    return model.project
 
 
 class AIMSelector(ClosureCandidates, AdaptiveSelector):
@@ -70,30 +81,50 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
     def score(self, state: RoundState, cands, plan: RoundPlan):
         dom, w, model = state.domain, state.weights, state.model
         answers = state.session.answers(cands)
-        scores = np.array([w[r] * (np.abs(a - model.project(r)).sum() - SQRT_2_OVER_PI * plan.sigma * dom.size(r))
+        project = _uncached(model)  # one query per candidate and model: caching them all costs memory
+        scores = np.array([w[r] * (np.abs(a - project(r)).sum() - SQRT_2_OVER_PI * plan.sigma * dom.size(r))
                            for r, a in zip(cands, answers)])
         sens = score_sensitivity(state.session.neighbour, max(w[r] for r in cands))
         return [Option(r) for r in cands], scores, sens
 
     def after(self, state: RoundState, option: Option, plan: RoundPlan, before, entry: dict, prev) -> None:
         r = option.clique
-        state.extra["models"][state.t] = prev  # p̂_{t-1}: the error bound of an unsupported marginal needs it
+        self._keep_round_model(state, prev, entry)
         if np.abs(state.model.project(r) - before).sum() <= SQRT_2_OVER_PI * plan.sigma * state.domain.size(r):
             x = state.extra
             x["plan"] = RoundPlan(plan.sigma / 2, plan.epsilon * 2)
 
+    @staticmethod
+    def _keep_round_model(state: RoundState, prev, entry: dict) -> None:
+        """Keep p̂_{t-1} for the error bounds, compactly, and drop the models no bound can need.
+
+        The bound of an unsupported marginal ``r`` (no measurement covers it) reads the model of the
+        last round where ``r`` was a candidate; a supported one reads only measurements. Measurements
+        only accumulate, so once ``r`` is supported it stays so: only the rounds that are the last
+        candidate round of a still unsupported marginal are kept, each as potentials only."""
+        x = state.extra
+        last = x.setdefault("last_round", {})
+        for c in entry["candidates"]:
+            last[tuple(c)] = state.t
+        if hasattr(prev, "compact"):
+            prev = prev.compact()
+        elif hasattr(prev, "clear_cache"):
+            prev.clear_cache()
+        x["models"][state.t] = prev
+        measured = [set(m.attrs) for m in state.session.measurements]
+        live = {t for r, t in last.items() if not any(set(r) <= m for m in measured)}
+        for t in [t for t in x["models"] if t not in live]:
+            del x["models"][t]
+
     def final_selection(self, state: RoundState) -> Selection:
         sel = super().final_selection(state)
-        # keep only the models that some marginal's error bound needs (its last candidate round)
+        # the last round each marginal was a candidate in; the models kept are those some
+        # unsupported marginal's error bound needs (see _keep_round_model)
         last: dict[tuple[str, ...], int] = {}
         for entry in state.session.rounds:
             for c in entry["candidates"]:
                 last[tuple(c)] = entry["round"]
-        keep = set(last.values())
-        models = {k: m for k, m in state.extra["models"].items() if k in keep}
-        for m in models.values():
-            if hasattr(m, "clear_cache"):
-                m.clear_cache()
+        models = dict(state.extra["models"])
         sel.extra.update(weights=state.weights, workload=self.workload_, round_models=models,
                          last_candidate_round=last, rounds=state.t)
         return sel

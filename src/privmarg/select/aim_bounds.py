@@ -24,6 +24,7 @@ import numpy as np
 from scipy.stats import norm
 
 from ..core import Factor
+from .aim import _uncached
 
 _C = math.sqrt(2.0 / math.pi)
 
@@ -99,8 +100,10 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None) -> Er
         em = (2 * sens / eps) * (math.log(len(entry["candidates"])) + lam2)
         b_r = _C * sig * n_r + (w_sel * (entry["model_error_selected"] - _C * sig * n_sel
                                          + lam1 * sig * math.sqrt(n_sel)) + em) / w_r
-        prev = mech.round_models_[rnd]
-        a = b_r + np.abs(prev.project(r) - n_hat * s).sum()
+        prev = mech.round_models_.get(rnd)
+        if prev is None:
+            raise ValueError(f"no model kept for round {rnd}, the last one where {list(attrs)} was a candidate")
+        a = b_r + np.abs(_uncached(prev)(r) - n_hat * s).sum()  # one-off: no need to fill its cache
         supported = False
     bound = (a + dn) / max(n_hat - dn, 1.0)
     return ErrorBound(attrs=r, supported=supported, round=rnd, l1_bound=float(min(bound, 2.0)),

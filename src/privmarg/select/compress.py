@@ -9,7 +9,9 @@ values it merged (:class:`DecompressedModel`).
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -70,30 +72,37 @@ class Compressed:
         sel = self.inner.run(inner_session, inner_ctx)
         released = ones + [m for m in inner_session.measurements if m.meta.get("derived") != "compressed"]
         session.measurements[:] = released
-        lift = (lambda model: DecompressedModel(model, dom, supports)) if supports else None
+        lift = functools.partial(DecompressedModel, domain=dom, supports=supports) if supports else None
         return Selection(sel.measurements, cdom, model=sel.model, lift=lift, released=released,
                          extra={**sel.extra, "supports": supports, "compressed_domain": cdom}, hints=sel.hints)
 
 
 class DecompressedModel:
     """A model over a compressed domain seen on the original one: a merged value's mass is spread
-    uniformly over the values it merged; sampled records draw uniformly among them."""
+    uniformly over the values it merged; sampled records draw uniformly among them. ``fixed``
+    (attribute -> original code) is evidence a conditioned model holds: the attribute's mass and
+    records sit on that value."""
 
-    def __init__(self, model: Any, domain: Domain, supports: dict[str, np.ndarray]):
+    def __init__(self, model: Any, domain: Domain, supports: dict[str, np.ndarray],
+                 fixed: Mapping[str, int] | None = None):
         self.model = model
         self.domain = domain
         self.supports = supports
+        self.fixed = dict(fixed or {})
         self.total = model.total
 
     def __getattr__(self, name):  # info, cliques, default_rows, ... of the wrapped model
-        if name == "model":
+        if name in ("model", "fixed", "supports", "domain"):
             raise AttributeError(name)
         return getattr(self.model, name)
 
     def _expansion(self, a: str) -> np.ndarray:
         supp, k = self.supports[a], self.domain[a]
-        rest = np.setdiff1d(np.arange(k), supp)
         E = np.zeros((k, len(supp) + 1))
+        if a in self.fixed:  # conditioned: all of the attribute's mass is on the given value
+            E[self.fixed[a], :] = 1.0
+            return E
+        rest = np.setdiff1d(np.arange(k), supp)
         E[supp, np.arange(len(supp))] = 1.0
         E[rest, len(supp)] = 1.0 / len(rest)
         return E
@@ -106,11 +115,44 @@ class DecompressedModel:
                 arr = np.moveaxis(np.tensordot(self._expansion(a), np.moveaxis(arr, ax, 0), axes=(1, 0)), 0, ax)
         return np.ascontiguousarray(arr).ravel()
 
+    def _compressed_evidence(self, evidence: Mapping[str, int]) -> dict[str, int]:
+        out = {}
+        for a, v in evidence.items():
+            v = int(v)
+            if a not in self.domain:
+                raise ValueError(f"unknown attribute {a!r} in the condition")
+            if not 0 <= v < self.domain[a]:
+                raise ValueError(f"condition {a}={v}: code outside 0..{self.domain[a] - 1}")
+            supp = self.supports.get(a)
+            if supp is None:
+                out[a] = v
+            else:
+                hit = np.flatnonzero(supp == v)
+                out[a] = int(hit[0]) if hit.size else len(supp)  # a merged value: its group's code
+        return out
+
+    def condition(self, evidence: Mapping[str, int]) -> "DecompressedModel":
+        """The model given ``evidence`` (original codes): the inner model conditioned on the
+        compressed codes; a merged value stands for its group (uniform within it), so fixing it
+        exactly is the same conditional."""
+        inner = self.model.condition(self._compressed_evidence(evidence))
+        return DecompressedModel(inner, self.domain, self.supports, {**self.fixed, **{a: int(v) for a, v in evidence.items()}})
+
+    def sample_conditional(self, rows: int, rng: np.random.Generator, evidence: Mapping[str, int]) -> np.ndarray:
+        """Exact conditional records (see :meth:`condition`); every record carries the evidence."""
+        codes = self.model.sample_conditional(rows, rng, self._compressed_evidence(evidence))
+        return self._lift(codes, rng, {**self.fixed, **{a: int(v) for a, v in evidence.items()}})
+
     def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
-        codes = self.model.sample(rows, rng)
+        return self._lift(self.model.sample(rows, rng), rng, self.fixed)
+
+    def _lift(self, codes: np.ndarray, rng: np.random.Generator, fixed: Mapping[str, int]) -> np.ndarray:
         for j, a in enumerate(self.domain.attrs):
             supp = self.supports.get(a)
             if supp is None:
+                continue
+            if a in fixed:
+                codes[:, j] = fixed[a]
                 continue
             rest = np.setdiff1d(np.arange(self.domain[a]), supp)
             col = codes[:, j]

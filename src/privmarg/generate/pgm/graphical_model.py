@@ -6,7 +6,7 @@ Everything here is post-processing of released measurements: no privacy cost.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -101,6 +101,9 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
     return mu, log_z, b
 
 
+_LAZY: list = []  # marker: marginals left to compute on first use (see GraphicalModel.compact)
+
+
 class GraphicalModel:
     """A fitted model: junction tree, log potentials per maximal clique, total record count.
 
@@ -115,15 +118,34 @@ class GraphicalModel:
         self.theta = theta
         self.total = float(total)
         self._plan = plan or _Plan(tree)
-        if marginals is None:
+        if marginals is _LAZY:
+            marginals = None
+        elif marginals is None:
             marginals, _, _ = belief_propagation(self._plan, theta, self.total)
-        self.marginals = marginals
+        self._marginals: list[np.ndarray] | None = marginals
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
         self._clique_sets = [frozenset(c) for c in tree.cliques]
+
+    @property
+    def marginals(self) -> list[np.ndarray]:
+        """The maximal cliques' marginals (counts), recomputed from the potentials if dropped."""
+        if self._marginals is None:
+            self._marginals, _, _ = belief_propagation(self._plan, self.theta, self.total)
+        return self._marginals
+
+    @marginals.setter
+    def marginals(self, value: list[np.ndarray]) -> None:
+        self._marginals = value
 
     def clear_cache(self) -> None:
         """Forget cached projections (they can hold far more memory than the model)."""
         self._cache = {}
+
+    def compact(self) -> "GraphicalModel":
+        """The same model holding its log potentials only (about half the memory, no projection
+        cache, no warm-start potentials); the marginals are recomputed from the potentials on the
+        first query, bit for bit the same as this model's. Post-processing: no privacy cost."""
+        return GraphicalModel(self.domain, self.tree, self.theta, self.total, plan=self._plan, marginals=_LAZY)
 
     @property
     def cliques(self) -> list[tuple[str, ...]]:
@@ -133,16 +155,19 @@ class GraphicalModel:
         return self.tree.size_mb()
 
     # marginal queries --------------------------------------------------------------------
-    def project(self, attrs: Iterable[str]) -> np.ndarray:
-        """Model marginal on ``attrs`` as counts (flat, row-major in the order given, sums to ``total``)."""
+    def project(self, attrs: Iterable[str], *, cache: bool = True) -> np.ndarray:
+        """Model marginal on ``attrs`` as counts (flat, row-major in the order given, sums to ``total``).
+
+        ``cache=False`` neither reads nor fills the projection cache (for one-off queries such as
+        scoring every candidate once per model: the values are the same)."""
         attrs = tuple(attrs)
         canon = self.domain.canonical(attrs)
         if canon != attrs:
             if len(canon) != len(attrs):
                 raise ValueError(f"repeated attribute in {attrs}")
-            arr = self.project(canon).reshape(self.domain.sizes(canon))
+            arr = self.project(canon, cache=cache).reshape(self.domain.sizes(canon))
             return np.ascontiguousarray(arr.transpose([canon.index(a) for a in attrs])).ravel()
-        hit = self._cache.get(attrs)
+        hit = self._cache.get(attrs) if cache else None
         if hit is not None:
             return hit
         if not attrs:
@@ -158,7 +183,7 @@ class GraphicalModel:
             out = np.ascontiguousarray(out).ravel()
         else:
             out = self._eliminate(attrs)
-        if len(self._cache) < 20000:
+        if cache and len(self._cache) < 20000:
             self._cache[attrs] = out
         return out
 
@@ -224,6 +249,51 @@ class GraphicalModel:
         s = res.sum()
         return res * (self.total / s) if s > 0 else res
 
+
+    # conditioning -------------------------------------------------------------------------
+    def condition(self, evidence: Mapping[str, int]) -> "GraphicalModel":
+        """The model given ``evidence`` (attribute -> code): every clique potential containing an
+        evidence attribute is multiplied by the indicator of its value (-inf elsewhere in log
+        space) and the tree is recalibrated. Its marginals are the exact conditional distribution
+        (scaled to ``total``); sampling it draws every record with the evidence. Raises
+        ``ValueError`` when the evidence has probability zero under the model."""
+        d = self.domain
+        ev = {}
+        for a, v in evidence.items():
+            if a not in d:
+                raise ValueError(f"unknown attribute {a!r} in the condition")
+            v = int(v)
+            if not 0 <= v < d[a]:
+                raise ValueError(f"condition {a}={v}: code outside 0..{d[a] - 1}")
+            ev[a] = v
+        if not ev:
+            return self
+        theta = list(self.theta)
+        for i, clique in enumerate(self.tree.cliques):
+            hit = [a for a in clique if a in ev]
+            if not hit:
+                continue
+            t = theta[i]
+            for a in hit:
+                ind = np.full(d[a], -np.inf)
+                ind[ev[a]] = 0.0
+                t = t + ind.reshape(broadcast_shape(d, (a,), clique))
+            theta[i] = t
+        try:
+            mu, _, _ = belief_propagation(self._plan, theta, self.total)
+        except FloatingPointError:
+            shown = ", ".join(f"{a}={v}" for a, v in ev.items())
+            raise ValueError(f"the condition {shown} has probability zero under the model") from None
+        return GraphicalModel(d, self.tree, theta, self.total, plan=self._plan, marginals=mu)
+
+    def sample_conditional(self, rows: int, rng: np.random.Generator, evidence: Mapping[str, int]) -> np.ndarray:
+        """``rows`` records drawn from the model given ``evidence`` (attribute -> code), exactly:
+        evidence clamped in the junction tree (:meth:`condition`), then forward sampling; no
+        rejection. Every record carries the evidence."""
+        out = self.condition(evidence).sample(rows, rng)
+        for a, v in evidence.items():
+            out[:, self.domain.attrs.index(a)] = int(v)  # already so; guards against float dust
+        return out
 
     # sampling -----------------------------------------------------------------------------
     def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:

@@ -820,6 +820,42 @@ class PrivPGDGenerator:
     def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
         return self.sample_codes(rows, rng)
 
+    def sample_conditional(self, rows: int, rng: np.random.Generator, evidence) -> np.ndarray:
+        """``rows`` records given ``evidence`` (attribute -> code). Fallback for particles, which
+        have no potentials to clamp: rejection from the finalised particles, i.e. draws among the
+        particles that carry the evidence (all of them, in random order, then draws with
+        replacement when ``rows`` is larger; without replacement when smaller). This is exact for
+        the model's own distribution (the particles' histogram, what :meth:`project` answers),
+        but it can only repeat matching particles: a rare condition has few distinct records.
+        Raises ``ValueError`` when no particle matches."""
+        self._check_fitted()
+        ok = np.ones(self.codes_.shape[0], dtype=bool)
+        for a, v in evidence.items():
+            if a not in self.domain_:
+                raise ValueError(f"unknown attribute {a!r} in the condition")
+            ok &= self.codes_[:, self.domain_.attrs.index(a)] == int(v)
+        idx = np.flatnonzero(ok)
+        rows = int(rows)
+        if rows == 0:
+            return self.codes_[:0].copy()
+        if idx.size == 0:
+            shown = ", ".join(f"{a}={v}" for a, v in evidence.items())
+            raise ValueError(f"the condition {shown} has probability zero under the model (no PrivPGD "
+                             "particle carries it)")
+        if rows <= idx.size:
+            pick = rng.choice(idx, rows, replace=False)
+        else:
+            pick = np.concatenate([idx, idx[rng.integers(0, idx.size, rows - idx.size)]])
+            rng.shuffle(pick)
+        return self.codes_[pick].copy()
+
+    def __getstate__(self):
+        # a fitted model's seed was drawn from the run's generators: a release does not carry it
+        state = self.__dict__.copy()
+        if "codes_" in state:
+            state["seed"] = None
+        return state
+
     # ------------------------------------------------------------------------- sampling
     def _check_fitted(self):
         if not hasattr(self, "codes_"):

@@ -1,0 +1,390 @@
+"""Saved models: a fitted synthesizer on disk, release-safe, versioned (issue #17).
+
+A saved model is a directory holding two files:
+
+* ``model.json``: ``format`` (``"privmarg-model"``), ``format_version`` (:data:`FORMAT_VERSION`),
+  ``privmarg_version``, ``method`` / ``class`` / ``selector`` / ``generator`` and their
+  ``params``, ``privacy`` (the ledger: budget, neighbouring relation, every charge), ``domain``
+  (``[[column, size], ...]``), ``public_rows`` (N, only when it is public: replace-one),
+  ``zeros`` (public structural zeros), ``encoder`` (a raw table's public schema and its bin edges /
+  merged categories, which are public or DP outputs), ``measurements`` (attributes, σ, weight,
+  source of each noisy marginal), ``rounds`` (what each adaptive round selected), ``model`` (the
+  generator's model: a junction tree's cliques, edges and elimination order; PrivPGD's particles;
+  a decompression's supports), and ``arrays_sha256``, the checksum of
+* ``arrays.npz`` (numpy, no pickles): the model's log-potentials or particles, each measurement's
+  noisy answers ``y`` (and linear query), structural-zero masks.
+
+Only what the fit released is written: never rows, exact counts, cached private answers, the seed
+or a generator state (numpy pickles a generator with its seed, from which the privacy noise could
+be replayed). Writing is atomic (a temporary directory, then a rename); an existing directory is
+replaced only with ``force=True``, and only when it is a saved model (or empty). :func:`load`
+checks the format, its version and the checksum, and fails with one line otherwise. Loading and
+sampling spend no privacy budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import io
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._version import __version__
+from .core import Domain, Measurement, StructuralZero
+from .generate.pgm import GraphicalModel, JunctionTree
+from .io import umask_mode
+from .privacy import Accountant
+from .release import Released
+from .select.compress import DecompressedModel
+
+FORMAT = "privmarg-model"
+FORMAT_VERSION = 1
+MODEL_FILE = "model.json"
+ARRAYS_FILE = "arrays.npz"
+_SKIP = object()
+
+
+# ------------------------------------------------------------------------------------- saving
+def save(obj: Released, path: str | Path, *, force: bool = False) -> Path:
+    """Write the fitted synthesizer ``obj`` (a :class:`~privmarg.Synthesizer` or a loaded
+    :class:`SavedSynthesizer`) to the directory ``path``; returns it. See the module docstring."""
+    obj._check_fitted()
+    path = Path(path)
+    _check_target(path, force)
+    arrays: dict[str, np.ndarray] = {}
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "privmarg_version": __version__}
+    meta.update(_describe(obj))
+    meta["privacy"] = obj.privacy_report()
+    meta["domain"] = [[a, int(k)] for a, k in zip(obj.domain_.attrs, obj.domain_.shape)]
+    meta["public_rows"] = None if obj.public_rows_ is None else int(obj.public_rows_)
+    meta["default_rows"] = int(obj.default_rows())
+    meta["zeros"] = []
+    for i, z in enumerate(obj.zeros_):
+        arrays[f"zeros.{i}"] = np.asarray(z.mask, dtype=bool)
+        meta["zeros"].append({"attrs": list(z.attrs), "mask": f"zeros.{i}"})
+    meta["encoder"] = obj.encoder_.state() if obj.encoder_ is not None else None
+    meta["measurements"] = [_measurement_state(m, i, arrays) for i, m in enumerate(obj.measurements_)]
+    meta["rounds"] = [{k: _plain(r.get(k)) for k in ("round", "selected", "source", "sigma", "epsilon") if k in r}
+                      for r in (getattr(obj, "log_", None) or [])]
+    meta["model"] = _model_state(obj.model_, "model", arrays)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    os.chmod(tmp, umask_mode(directory=True))  # mkdtemp makes it 0700; a saved model follows the umask
+    old = None
+    try:
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        data = buf.getvalue()
+        (tmp / ARRAYS_FILE).write_bytes(data)
+        meta["arrays_sha256"] = hashlib.sha256(data).hexdigest()
+        (tmp / MODEL_FILE).write_text(json.dumps(meta, indent=1, allow_nan=True) + "\n")
+        if path.exists():  # force: move the old model aside, put the new one in place, then delete the old
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, old / "model")
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and not path.exists() and (old / "model").exists():
+            os.replace(old / "model", path)  # put the old model back
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+def _check_target(path: Path, force: bool) -> None:
+    """Refuse to replace what is not ours: an existing path needs ``force``, and then must be a
+    saved model or an empty directory."""
+    if not path.exists():
+        return
+    if not force:
+        raise FileExistsError(f"{path} already exists: pass force=True (--force) to replace it")
+    if not path.is_dir():
+        raise FileExistsError(f"{path} exists and is not a directory: not replacing it")
+    if any(path.iterdir()) and not _is_saved_model(path):
+        raise FileExistsError(f"{path} is a non-empty directory that is not a saved model: not replacing it")
+
+
+def check_target(path: str | Path, force: bool = False) -> None:
+    """Raise ``FileExistsError`` if :func:`save` would refuse ``path`` (to fail before a fit)."""
+    _check_target(Path(path), force)
+
+
+def _is_saved_model(path: Path) -> bool:
+    try:
+        return json.loads((path / MODEL_FILE).read_text()).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _describe(obj: Any) -> dict:
+    """Method, class, selector and generator names and their settings (never the seed)."""
+    if isinstance(obj, SavedSynthesizer):
+        return {k: obj.info[k] for k in ("method", "class", "selector", "generator", "params")}
+    from . import registry
+
+    method = next((e.name for e in registry.entries("preset") if registry.preset_class(e.name) is type(obj)),
+                  None)
+    sel = obj.selector
+    gen = obj.generator
+    params: dict[str, Any] = {
+        "epsilon": obj.epsilon, "delta": obj.delta, "rho": obj.rho, "rho_total": obj.rho_total,
+        "neighbour": obj.neighbour, "preprocess_share": obj.preprocess_share}
+    params.update(_settings(obj, skip={"epsilon", "delta", "rho", "neighbour", "seed", "generator",
+                                       "preprocess_share", "constraint"}))
+    gen_params = gen.get_params() if hasattr(gen, "get_params") else {}
+    return {
+        "method": method or "synthesizer",
+        "class": type(obj).__name__,
+        "selector": {"name": getattr(sel, "name", type(sel).__name__), "params": _settings(sel)},
+        "generator": {"name": getattr(gen, "name", type(gen).__name__),
+                      "params": {k: _plain(v) for k, v in gen_params.items()
+                                 if k not in ("seed", "device") and _plain(v) is not _SKIP}},
+        "params": params,
+    }
+
+
+def _settings(obj: Any, skip: set | frozenset = frozenset({"seed", "loop", "inner", "constraint"})) -> dict:
+    """An object's constructor arguments that it keeps as plain attributes (JSON values only)."""
+    out = {}
+    try:
+        names = inspect.signature(type(obj).__init__).parameters
+    except (TypeError, ValueError):
+        return out
+    for name, p in names.items():
+        if name == "self" or name in skip or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            continue
+        if hasattr(obj, name):
+            v = _plain(getattr(obj, name))
+            if v is not _SKIP:
+                out[name] = v
+    return out
+
+
+def _plain(x: Any) -> Any:
+    """``x`` as JSON (numbers, strings, lists, dicts of those), or ``_SKIP``."""
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return float(x)
+    if isinstance(x, (list, tuple)):
+        out = [_plain(v) for v in x]
+        return _SKIP if any(v is _SKIP for v in out) else out
+    if isinstance(x, dict):
+        out = {str(k): _plain(v) for k, v in x.items()}
+        return _SKIP if any(v is _SKIP for v in out.values()) else out
+    return _SKIP
+
+
+def _measurement_state(m: Measurement, i: int, arrays: dict) -> dict:
+    arrays[f"measurement.{i}.y"] = np.asarray(m.y, dtype=float)
+    out = {"attrs": list(m.attrs), "y": f"measurement.{i}.y", "sigma": m.sigma, "weight": float(m.weight),
+           "source": m.source, "query": None,
+           "meta": {k: v for k, v in ((str(k), _plain(v)) for k, v in m.meta.items()) if v is not _SKIP}}
+    if m.query is not None:
+        arrays[f"measurement.{i}.query"] = np.asarray(m.query, dtype=float)
+        out["query"] = f"measurement.{i}.query"
+    return out
+
+
+def _domain_state(domain: Domain) -> list:
+    return [[a, int(k)] for a, k in zip(domain.attrs, domain.shape)]
+
+
+def _model_state(model: Any, key: str, arrays: dict) -> dict:
+    if isinstance(model, DecompressedModel):
+        supports = {}
+        for a, s in model.supports.items():  # array names by column index: any column name is safe
+            k = f"{key}.supports.{model.domain.attrs.index(a)}"
+            arrays[k] = np.asarray(s, dtype=np.int64)
+            supports[a] = k
+        return {"kind": "decompressed", "domain": _domain_state(model.domain), "supports": supports,
+                "fixed": {a: int(v) for a, v in model.fixed.items()},
+                "inner": _model_state(model.model, f"{key}.inner", arrays)}
+    if isinstance(model, GraphicalModel):
+        keys = []
+        for i, t in enumerate(model.theta):
+            arrays[f"{key}.theta.{i}"] = np.asarray(t, dtype=float)
+            keys.append(f"{key}.theta.{i}")
+        tree = model.tree
+        return {"kind": "graphical_model", "domain": _domain_state(model.domain), "total": float(model.total),
+                "cliques": [list(c) for c in tree.cliques], "edges": [[int(p), int(c)] for p, c in tree.edges],
+                "order": list(tree.order), "theta": keys}
+    if type(model).__name__ == "PrivPGDGenerator" and hasattr(model, "codes_"):
+        arrays[f"{key}.codes"] = np.asarray(model.codes_, dtype=np.int64)
+        arrays[f"{key}.particles"] = np.asarray(model.particles_.numpy(), dtype=np.float32)
+        params = {k: _plain(v) for k, v in model.get_params().items() if k not in ("seed", "device")}
+        return {"kind": "particles", "domain": _domain_state(model.domain_), "total": float(model.total_),
+                "codes": f"{key}.codes", "particles": f"{key}.particles",
+                "params": {k: v for k, v in params.items() if v is not _SKIP}}
+    raise TypeError(f"cannot save a model of type {type(model).__name__}")
+
+
+# ------------------------------------------------------------------------------------ loading
+class SavedSynthesizer(Released):
+    """A fitted synthesizer loaded with :func:`load`: ``sample(rows, seed=..., conditions=...)``,
+    ``sample_codes``, ``privacy_report()``, ``measurements_report()``, ``save``. It cannot be
+    fitted again (that would be a new release). ``method``, ``params`` and ``info`` (the whole
+    ``model.json``) say what it is; ``model_`` is the generator's model."""
+
+    def __init__(self, info: dict, model: Any, encoder: Any, accountant: Accountant,
+                 measurements: list[Measurement], zeros: list[StructuralZero], path: Path | None = None):
+        self.info = info
+        self.method = info["method"]
+        self.params = info["params"]
+        self.path = path
+        self.model_ = model
+        self.encoder_ = encoder
+        self.schema_ = None if encoder is None else encoder.schema
+        self.domain_ = model.domain
+        self.accountant_ = accountant
+        self.measurements_ = measurements
+        self.zeros_ = zeros
+        self.public_rows_ = info["public_rows"]
+        self.log_ = list(info.get("rounds") or [])
+        self.sample_rng_ = np.random.default_rng()
+
+    def fit(self, *args, **kw):
+        raise RuntimeError("a loaded model is already fitted: fitting again would be a new release "
+                           "(create a new synthesizer)")
+
+    def save(self, path: str | Path, *, force: bool = False) -> Path:
+        return save(self, path, force=force)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("sample_rng_", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.sample_rng_ = np.random.default_rng()
+
+    def __repr__(self) -> str:
+        return (f"SavedSynthesizer(method={self.method!r}, domain={len(self.domain_)} columns, "
+                f"rho_spent={self.accountant_.rho_spent:.6g})")
+
+
+def load(path: str | Path) -> SavedSynthesizer:
+    """Load a model written by :meth:`Synthesizer.save <privmarg.Synthesizer.save>`. Raises
+    ``ValueError`` with one line for anything that is not a saved model of this format version, or
+    a damaged one. Loading and sampling spend no privacy budget."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ValueError(f"{path}: not a saved privmarg model (no such directory)")
+    mfile = path / MODEL_FILE
+    try:
+        text = mfile.read_text()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: not a saved privmarg model (no {MODEL_FILE})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{mfile}: cannot read it ({_line(e)})") from None
+    try:
+        info = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"{mfile}: corrupted (not valid JSON: {_line(e)})") from None
+    if not isinstance(info, dict) or info.get("format") != FORMAT:
+        raise ValueError(f"{mfile}: not a saved privmarg model (format is not {FORMAT!r})")
+    version = info.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ValueError(f"{path}: saved model format version {version!r} (written by privmarg "
+                         f"{info.get('privmarg_version', '?')}); this privmarg ({__version__}) reads version "
+                         f"{FORMAT_VERSION}")
+    try:
+        data = (path / ARRAYS_FILE).read_bytes()
+    except OSError as e:
+        raise ValueError(f"{path}: corrupted saved model (cannot read {ARRAYS_FILE}: {_line(e)})") from None
+    if hashlib.sha256(data).hexdigest() != info.get("arrays_sha256"):
+        raise ValueError(f"{path / ARRAYS_FILE}: corrupted (checksum does not match {MODEL_FILE})")
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        return _build(info, arrays, path)
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError, OSError) as e:
+        raise ValueError(f"{path}: corrupted saved model ({_line(e)})") from None
+
+
+def _line(e: BaseException) -> str:
+    msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+    return " ".join(msg.split()) or type(e).__name__
+
+
+def _build(info: dict, arrays: dict, path: Path) -> SavedSynthesizer:
+    domain = _domain(info["domain"])
+    model = _model(info["model"], arrays)
+    if model.domain != domain:
+        raise ValueError("the model's domain differs from the saved domain")
+    encoder = None
+    if info.get("encoder") is not None:
+        from .preprocess import TableEncoder
+
+        encoder = TableEncoder.from_state(info["encoder"])
+        if encoder.domain != domain:
+            raise ValueError("the encoder's domain differs from the saved domain")
+    p = info["privacy"]
+    acc = Accountant(p["rho_total"], p["neighbour"], p.get("epsilon"), p.get("delta"))
+    for e in p["ledger"]:
+        acc.charge(e["rho"], e["what"], e["mechanism"],
+                   **{k: v for k, v in e.items() if k not in ("what", "mechanism", "rho")})
+    if not math.isclose(acc.rho_spent, p["rho_spent"], rel_tol=1e-9, abs_tol=1e-15):
+        raise ValueError("the ledger does not add up to rho_spent")
+    measurements = []
+    for m in info["measurements"]:
+        q = None if m.get("query") is None else arrays[m["query"]]
+        measurements.append(Measurement(tuple(m["attrs"]), arrays[m["y"]], m["sigma"], query=q,
+                                        source=m["source"], meta=dict(m.get("meta") or {}), weight=m["weight"]))
+    zeros = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in info.get("zeros", [])]
+    return SavedSynthesizer(info, model, encoder, acc, measurements, zeros, path)
+
+
+def _domain(state: list) -> Domain:
+    return Domain([a for a, _ in state], [int(k) for _, k in state])
+
+
+def _model(state: dict, arrays: dict) -> Any:
+    kind = state["kind"]
+    domain = _domain(state["domain"])
+    if kind == "graphical_model":
+        tree = JunctionTree(domain, [tuple(c) for c in state["cliques"]], [(int(p), int(c)) for p, c in state["edges"]],
+                            list(state["order"]))
+        theta = [np.asarray(arrays[k], dtype=float) for k in state["theta"]]
+        for c, t in zip(tree.cliques, theta):
+            if t.shape != domain.sizes(c):
+                raise ValueError(f"potential of clique {c} has shape {t.shape}, expected {domain.sizes(c)}")
+        if len(theta) != len(tree.cliques):
+            raise ValueError("one potential per clique expected")
+        return GraphicalModel(domain, tree, theta, float(state["total"]))
+    if kind == "decompressed":
+        supports = {a: np.asarray(arrays[k], dtype=np.int64) for a, k in state["supports"].items()}
+        return DecompressedModel(_model(state["inner"], arrays), domain, supports, state.get("fixed") or {})
+    if kind == "particles":
+        try:
+            import torch
+        except ImportError:  # pragma: no cover - torch is needed by PrivPGD models only
+            raise ValueError("this saved model is PrivPGD's: loading it needs torch (pip install privmarg[torch])") from None
+        from .generate.privpgd.privpgd import PrivPGDGenerator
+
+        gen = PrivPGDGenerator(**state.get("params", {}))
+        codes = np.asarray(arrays[state["codes"]], dtype=np.int64)
+        if codes.ndim != 2 or codes.shape[1] != len(domain) or (codes.size and (
+                codes.min() < 0 or (codes >= np.asarray(domain.shape)).any())):
+            raise ValueError("the particles' codes do not fit the domain")
+        gen.domain_ = domain
+        gen.total_ = float(state["total"])
+        gen.codes_ = codes
+        gen.particles_ = torch.as_tensor(np.asarray(arrays[state["particles"]], dtype=np.float32))
+        gen.device_ = torch.device("cpu")
+        return gen
+    raise ValueError(f"unknown model kind {kind!r}")
