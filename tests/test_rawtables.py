@@ -241,3 +241,26 @@ def test_hmeq_defaults_keep_the_mortdue_value_correlation():
     pre = [c for c in m.privacy_report()["ledger"] if c["what"].startswith(("PrivTree", "bin counts"))]
     assert math.isclose(sum(c["rho"] for c in pre), m.rho_preprocess_, rel_tol=1e-12)
     assert math.isclose(m.accountant_.rho_spent, m.rho_total, rel_tol=1e-9)
+
+
+def test_adaptive_binning_honours_discrete_noise():
+    """noise="discrete" reaches the new binning: PrivTree with discrete Laplace (integer threshold)
+    and the noisy leaf counts with the discrete Gaussian, at the same charges."""
+    from privmarg.preprocess import TableEncoder
+    from privmarg.privacy import Accountant
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": np.clip(rng.gamma(2.0, 50.0, 3000), 0, 1000)})
+    schema = {"columns": {"x": {"type": "float", "min": 0, "max": 1000}}}
+    ledgers = {}
+    for noise in ("continuous", "discrete"):
+        acc = Accountant(1.0, "add_remove")
+        enc = TableEncoder(schema)
+        enc.fit(df, acc, 0.1, np.random.default_rng(1), noise=noise)
+        assert enc.codecs_["x"].leaf_edges is not None
+        ledgers[noise] = [c.to_dict() for c in acc.ledger]
+    cont, disc = ledgers["continuous"], ledgers["discrete"]
+    assert [e["mechanism"] for e in cont] == ["privtree", "gaussian"]
+    assert [e["mechanism"] for e in disc] == ["privtree_discrete", "discrete_gaussian"]
+    assert [e["rho"] for e in disc] == pytest.approx([e["rho"] for e in cont])
+    assert float(disc[0]["threshold"]).is_integer()
