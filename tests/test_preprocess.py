@@ -25,11 +25,11 @@ SCHEMA = {"columns": {
     "income": {"type": "float", "min": 0, "max": 500000, "bins": 16},
     "sex": {"type": "categorical", "values": ["F", "M"]},
     "job": {"type": "categorical", "values": ["clerk", "nurse", "pilot"], "other": True, "missing": True},
-    "opened": {"type": "datetime", "min": "2000-01-01", "max": "2024-12-31"},
+    "opened": {"type": "datetime", "min": "2000-01-01", "max": "2024-12-31", "bins": 32},
     "owner": {"type": "boolean", "missing": True},
     "kids": {"type": "integer", "min": 0, "max": 10, "missing": True},
-    "score": {"type": "float", "min": 0, "max": 1, "missing": True},
-}}
+    "score": {"type": "float", "min": 0, "max": 1, "missing": True, "bins": 32},
+}}  # bins given: uniform, a public encoding (the defaults would ask for PrivTree)
 
 
 def raw_frame(n=400, seed=0) -> pd.DataFrame:

@@ -23,16 +23,27 @@ def hmeq_run():
     return mst, enc, enc.encode(raw), enc.encode(mst.sample())
 
 
-def test_code_labels_name_every_code():
-    raw, schema = datasets.load("hmeq")
-    enc = TableEncoder(schema).fit()
+def test_code_labels_name_every_code(hmeq_run):
+    mst, enc, real, synth = hmeq_run  # HMEQ's defaults: exact small integers, adaptive bins + atoms
     labels = code_labels(enc)
     for a, size in zip(enc.domain.attrs, enc.domain.shape):
         assert len(labels[a]) == size, a
     assert labels["REASON"] == ["DebtCon", "HomeImp", "missing"]
     assert labels["BAD"] == ["0", "1"]
+    # exact integer coding (0..15 on a public range): one code per value, labelled by the value
+    assert labels["DEROG"] == [str(v) for v in range(16)] + ["missing"]
+    # adaptive float bins: ranges, the first from the lower bound, the top one closed; then the atoms
+    c = enc.codecs_["MORTDUE"]
+    assert c.leaf_edges is not None
+    n_bins = len(c.edges) - 1
     assert labels["MORTDUE"][-1] == "missing" and labels["MORTDUE"][0].startswith("[0, ")
-    assert labels["MORTDUE"][-2].endswith("]")  # the top bin is closed
+    assert labels["MORTDUE"][n_bins - 1].endswith("]")  # the top bin is closed
+    assert labels["MORTDUE"][n_bins:-1] == [f"{a:.6g}" for a in c.atoms]
+    # an atom at an integer column's bound: its own code labelled by the value, left out of the bin
+    schema = {"columns": {"n": {"type": "integer", "min": 0, "max": 1000, "bins": 4, "binning": "uniform",
+                                "atoms": [0]}}}
+    lab = code_labels(TableEncoder(schema).fit())["n"]
+    assert lab[0] == "1–249" and lab[-1] == "0" and len(lab) == 5
 
 
 def test_independence_baseline_keeps_columns_and_breaks_dependence():

@@ -31,11 +31,17 @@ def test_issue_example_parses_with_sizes_and_dtypes():
     assert s.names == ("age", "income", "sex", "job", "opened", "owner", "score")
     assert s.needs_dp
     dom = s.max_domain()
-    assert dom.to_dict() == {"age": 32, "income": 32, "sex": 2, "job": 4, "opened": 32, "owner": 2, "score": 33}
+    # defaults: a 101-value integer (over 64 values) and the datetime and the float get adaptive
+    # PrivTree bins (at most 64); the integer and the float also atoms at their bounds, then missing
+    assert dom.to_dict() == {"age": 66, "income": 32, "sex": 2, "job": 4, "opened": 64, "owner": 2, "score": 67}
+    assert s["age"].binning == "privtree" and s["age"].adaptive and s["age"].atoms == (0.0, 100.0)
+    assert s["opened"].binning == "privtree" and s["score"].atoms == (0.0, 1.0) and not s["income"].adaptive
+    small = Schema.from_dict({"columns": {"n": {"type": "integer", "min": 0, "max": 63}}})
+    assert small["n"].binning == "exact" and small.max_domain()["n"] == 64
     dt = s.dtypes()
     assert dt["age"] == "int64" and dt["income"] == "float64" and dt["opened"] == "datetime64[ns]"
     assert dt["owner"] == "bool" and dt["score"] == "float64"
-    assert s["job"].dp_step == "merge" and s["income"].dp_step == "privtree" and s["age"].dp_step is None
+    assert s["job"].dp_step == "merge" and s["income"].dp_step == "privtree" and s["age"].dp_step == "privtree"
     # round trip through to_dict
     assert Schema.from_dict(s.to_dict()) == s
 

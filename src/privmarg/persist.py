@@ -6,8 +6,10 @@ A saved model is a directory holding two files:
   ``privmarg_version``, ``method`` / ``class`` / ``selector`` / ``generator`` and their
   ``params``, ``privacy`` (the ledger: budget, neighbouring relation, every charge), ``domain``
   (``[[column, size], ...]``), ``public_rows`` (N, only when it is public: replace-one),
-  ``zeros`` (public structural zeros), ``encoder`` (a raw table's public schema and its bin edges /
-  merged categories, which are public or DP outputs), ``measurements`` (attributes, σ, weight,
+  ``zeros`` (public structural zeros), ``encoder`` (a raw table's public schema and, per column,
+  its bin edges and atoms, an adaptive column's PrivTree leaves with their cumulative noisy shares
+  and decay lengths, or its kept / merged categories, and the zCDP its DP step was charged: public
+  or DP outputs; see :meth:`~privmarg.preprocess.TableEncoder.state`), ``measurements`` (attributes, σ, weight,
   source of each noisy marginal), ``rounds`` (what each adaptive round selected), ``model`` (the
   generator's model: a junction tree's cliques, edges and elimination order; PrivPGD's particles;
   a decompression's supports), and ``arrays_sha256``, the checksum of

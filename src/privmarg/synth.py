@@ -99,7 +99,8 @@ class Synthesizer(Released):
 
     # ----------------------------------------------------------------------------- fitting
     def fit(self, data: Any, domain: Any = None, *, public: Any = None, zeros: list[StructuralZero] | None = None,
-            progress: Progress | None = None, drop_unknown: bool = False) -> "Synthesizer":
+            progress: Progress | None = None, drop_unknown: bool = False,
+            allow_draft_schema: bool = False) -> "Synthesizer":
         """Spend the whole budget on ``data``; returns ``self``. Once only: a second fit would be a
         second release, so it is refused (make a new synthesizer).
 
@@ -108,6 +109,10 @@ class Synthesizer(Released):
         table (DataFrame or CSV/Parquet path) when ``domain`` is a schema (Schema, dict or file).
         ``public``: public records over the same domain/schema (for selectors that use them, JAM).
         ``drop_unknown`` drops data columns the schema/domain does not name (an error otherwise).
+        ``zeros``: structural zeros over the codes; with a schema, also raw values
+        (``[{"attrs": ["sex", "pregnant"], "cells": [["male", "yes"]]}]``, see
+        :meth:`~privmarg.preprocess.TableEncoder.structural_zeros`), checked before any budget is spent.
+        A schema marked ``"draft": true`` (read off the data) is refused unless ``allow_draft_schema``.
         """
         from .schema import as_schema
 
@@ -125,13 +130,22 @@ class Synthesizer(Released):
         if schema is not None:
             from .preprocess import TableEncoder
 
+            if not allow_draft_schema:
+                schema.check_not_draft()
             frame = read_table(data) if isinstance(data, (str, Path)) else data
             if not isinstance(frame, pd.DataFrame):
                 raise DataError("with a schema, data must be a DataFrame or a CSV/Parquet file")
             self.encoder_ = TableEncoder(schema, drop_unknown=drop_unknown)
+            raw_zeros = [z for z in (zeros or []) if not isinstance(z, StructuralZero)]
+            if raw_zeros:
+                self.encoder_.check_zeros(raw_zeros)  # before any budget is spent
             rho_pre = preprocess_budget(self.rho_total, self.preprocess_share, schema.needs_dp)
             source = MemorySource(self.encoder_.fit_encode(frame, accountant, rho_pre, noise_rng,
+                                                           rho_model=self.rho_total - rho_pre,
                                                            noise=self.noise))
+            if raw_zeros:
+                zeros = ([z for z in zeros if isinstance(z, StructuralZero)]
+                         + self.encoder_.structural_zeros(raw_zeros))
         elif _is_source(data):
             source = data
         else:

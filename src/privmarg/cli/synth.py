@@ -40,7 +40,8 @@ def synth(
     neighbour: Optional[str] = typer.Option(None, "--neighbour", help="add_remove or replace_one (default: the method's; add_remove except PrivPGD)"),
     output: Path = typer.Option(..., "--output", "-o", help="synthetic table (.csv or .parquet)"),
     report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, rows (no timing)"),
-    zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..] (with --domain)'),
+    zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..]: integer codes with --domain, raw values with --schema'),
+    allow_draft_schema: bool = typer.Option(False, "--allow-draft-schema", help='accept a schema marked "draft": true (bounds read off the private data: not DP)'),
     public: Optional[Path] = typer.Option(None, "--public", help="public table over the same domain/schema (needed by --method jam)"),
     save_model: Optional[Path] = typer.Option(None, "--save-model", help="also save the fitted model to this directory (sample more rows later with `privmarg sample`, no budget)"),
     force: bool = typer.Option(False, "--force", help="replace an existing --save-model directory"),
@@ -81,6 +82,8 @@ def synth(
             from ..preprocess import TableEncoder
 
             sch = Schema.load(schema)
+            if not allow_draft_schema:
+                sch.check_not_draft()
             dom = sch.max_domain()  # column names for checking the workload; sizes are fixed by fit
             data = read_table(input)
             TableEncoder(sch, drop_unknown=drop_unknown).validate(data)  # bad input: fail before any budget
@@ -90,9 +93,13 @@ def synth(
         else:
             dom = Domain.from_json(domain)
             data = Dataset.from_frame(read_table(input), dom, drop_unknown=drop_unknown)
-        if zeros is not None and schema is not None:
-            raise UsageProblem("--zeros takes integer codes: use it with --domain")
-        zero_list = load_zeros(zeros, dom) if zeros is not None else None
+        if zeros is not None and schema is not None:  # raw values: checked against the schema now
+            import json
+
+            zero_list = json.loads(Path(zeros).read_text())
+            TableEncoder(sch, drop_unknown=drop_unknown).check_zeros(zero_list)
+        else:
+            zero_list = load_zeros(zeros, dom) if zeros is not None else None
         if needs_public != (public is not None):
             raise UsageProblem(f"--method {method_l} needs --public PUBLIC.csv" if public is None
                                else f"--public is not used by --method {method_l}")
@@ -135,7 +142,8 @@ def synth(
 
             extra = {} if public_data is None else {"public": public_data}
             if schema is not None:
-                mech.fit(data, sch, progress=progress, drop_unknown=drop_unknown, **extra)
+                mech.fit(data, sch, progress=progress, drop_unknown=drop_unknown, zeros=zero_list,
+                         allow_draft_schema=allow_draft_schema, **extra)
             else:
                 mech.fit(data, progress=progress, zeros=zero_list, **extra)
             bar.update(task, completed=1.0, msg="sampling")
@@ -148,6 +156,9 @@ def synth(
                 check_rows_memory(n, len(mech.domain_), "the model's noisy row count")
             synthetic = mech.sample(rows)
         files = [(output, table_writer(synthetic, output))]
+        enc = getattr(mech, "encoder_", None)
+        for note in (getattr(enc, "warnings_", []) + getattr(enc, "zero_notes_", [])) if enc is not None else []:
+            err.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
         if report is not None:
             files.append((report, json_writer(build_report(mech, method_l, len(synthetic)))))
         publish(files)  # the table and its report together, or neither

@@ -139,9 +139,23 @@ class MeasurementSession:
         """Private counts of a raw column's codes ``0..k-1`` (for a charged :meth:`gaussian`)."""
         return self.source.histogram(column, k)
 
+    def range_histogram(self, column: str, edges: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """Private counts of a raw numeric column: values in each interval ``[e_j, e_{j+1})`` (the last
+        closed) that are not among ``points``, then the values equal to each point (for a charged
+        :meth:`gaussian`)."""
+        count: Callable = self.source.range_counter(column)
+        last = len(edges) - 2
+        bins = np.array([count(edges[j], edges[j + 1], j == last) for j in range(last + 1)], dtype=float)
+        at = np.array([count(p, p, True) for p in points], dtype=float)
+        if len(points):
+            j = np.clip(np.searchsorted(edges, points, side="right") - 1, 0, last)
+            np.subtract.at(bins, j, at)
+        return np.concatenate([bins, at])
+
     def privtree(self, column: str, lo: float, hi: float, *, lattice: bool, max_depth: int, rho: float,
-                 what: str) -> np.ndarray:
-        """PrivTree leaf edges of a raw numeric column on the public range ``[lo, hi)``; charges ``rho``."""
+                 what: str, threshold: float = 0.0) -> np.ndarray:
+        """PrivTree leaf edges of a raw numeric column on the public range ``[lo, hi)``; charges ``rho``
+        (``threshold``: PrivTree's θ in rows, public)."""
         count: Callable = self.source.range_counter(column)
         return privtree_split(self.accountant, count, lo, hi, lattice=lattice, max_depth=max_depth, rho=rho,
-                              rng=self.rng, what=what, noise=self.noise)
+                              rng=self.rng, what=what, threshold=threshold, noise=self.noise)

@@ -17,15 +17,18 @@ import numpy as np
 from ..privacy.privtree import PRIVTREE_FANOUT, privtree_parameters
 from ..schema import ColumnSpec
 
-__all__ = ["uniform_edges", "bin_index", "privtree_edges", "privtree_parameters", "PRIVTREE_FANOUT"]
+__all__ = ["uniform_edges", "bin_index", "privtree_edges", "privtree_parameters", "PRIVTREE_FANOUT",
+           "resolution_bins", "merge_leaves"]
 
 
 def uniform_edges(col: ColumnSpec) -> np.ndarray:
     """Edges of ``col.bins`` equal-width bins on the schema's bounds (public: no data involved).
 
-    Lattice columns with at most ``bins`` values get one bin per value.
+    Lattice columns with at most ``bins`` values, and ``exact`` columns, get one bin per value.
     """
     lo, hi, bins = col.lo, col.hi, col.bins
+    if col.binning == "exact":
+        return np.arange(lo, hi + 2, dtype=float)
     if col.lattice:
         n_values = int(hi - lo + 1)
         if n_values <= bins:
@@ -40,14 +43,41 @@ def bin_index(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.clip(j, 0, len(edges) - 2).astype(np.int64)
 
 
-def privtree_edges(session, column: str, col: ColumnSpec, rho: float) -> np.ndarray:
+def privtree_edges(session, column: str, col: ColumnSpec, rho: float, threshold: float = 0.0) -> np.ndarray:
     """PrivTree bins for ``col`` through ``session`` (a preprocessing
     :class:`~privmarg.measure.MeasurementSession` over the raw columns); charges ``rho`` first.
 
     The root interval is the schema's public range (never the data's); at most ``col.bins`` bins
-    (depth ``floor(log2 bins)``); see :func:`privmarg.privacy.privtree.privtree_split`.
+    (depth ``floor(log2 bins)``); ``threshold``: PrivTree's θ in rows (public); see :func:`privmarg.privacy.privtree.privtree_split`.
     """
     hi_end = col.hi + 1 if col.lattice else col.hi
     return session.privtree(column, col.lo, hi_end, lattice=col.lattice,
                             max_depth=int(math.floor(math.log2(col.bins))), rho=rho,
-                            what=f"PrivTree bins {col.name}")
+                            what=f"PrivTree bins {col.name}", threshold=threshold)
+
+
+def resolution_bins(rows: float, columns: int, rho_model: float) -> float:
+    """How many bins per column a 2-way marginal can resolve: ``sqrt(rows / sigma)``.
+
+    ``sigma = sqrt(columns / rho_model)`` is the Gaussian noise (rows) of one measurement when a
+    synthesizer spends ``rho_model`` zCDP on ``2·columns`` marginals (a 1-way and a 2-way per column);
+    a ``B × B`` marginal holds about ``rows / B²`` rows a cell, so past ``B = sqrt(rows / sigma)`` its
+    cells drown in noise. ``rows`` may be a noisy count. Pure arithmetic on public or DP inputs: free.
+    """
+    if rows <= 0 or columns <= 0 or not rho_model > 0:
+        return 1.0
+    sigma = math.sqrt(columns / rho_model)
+    return max(1.0, math.sqrt(rows / sigma))
+
+
+def merge_leaves(weights: np.ndarray, bins: float) -> np.ndarray:
+    """Group index of each leaf: contiguous groups of about equal weight, at most ``ceil(bins)`` of them
+    (quantiles of the weights' cumulative sum; free post-processing of noisy counts)."""
+    c = np.maximum(np.asarray(weights, dtype=float), 0.0)
+    total = c.sum()
+    b = max(1, int(math.ceil(bins)))
+    if total <= 0 or b == 1:
+        return np.zeros(len(c), dtype=np.int64)
+    mid = np.cumsum(c) - c / 2
+    g = np.minimum(b - 1, np.floor(mid * b / total)).astype(np.int64)
+    return np.unique(g, return_inverse=True)[1].astype(np.int64)

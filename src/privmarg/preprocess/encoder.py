@@ -4,13 +4,16 @@
 :class:`~privmarg.core.Domain` fixed by the public :class:`~privmarg.schema.Schema` and, only where
 the schema asks for them, by DP preprocessing steps charged to the caller's accountant:
 
-* numeric/datetime columns: uniform bins on the public bounds (free) or PrivTree bins (DP);
+* numeric/datetime columns: one code per value (``exact``), uniform bins on the public bounds
+  (free) or PrivTree bins (DP), plus the schema's *atoms* (values coded exactly, outside any bin);
 * categorical columns: the public value list (+ a reserved "other" value when ``other: true``),
   optionally with DP rare-category merging;
 * ``missing: true`` columns: nulls are one more value, the last code.
 
-Codes of a column: its bins / kept values in order, then the merged-rare group (if any), then missing.
-Decoding draws numeric values uniformly within their bin (or takes the bin midpoint), rounds integers,
+Codes of a column: its bins / kept values in order, then its atoms or the merged-rare group (if any),
+then missing. Decoding returns atoms exactly, draws other numeric values within their bin (uniformly;
+in adaptive bins leaf by leaf in proportion to the noisy leaf counts; or the bin midpoint), never
+yields an atom from an integer bin, rounds integers,
 restores datetimes, categories and missing values, and draws merged rare categories uniformly from
 their group.
 """
@@ -18,6 +21,7 @@ their group.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,11 +30,11 @@ import pandas as pd
 
 from ..data import ColumnCounts, DataError, Dataset
 from ..measure import MeasurementSession
-from ..core import Domain
-from ..privacy import Accountant, BudgetExceededError
+from ..core import Domain, StructuralZero
+from ..privacy import Accountant, BudgetExceededError, gaussian_sigma, marginal_l2
 from ..schema import ColumnSpec, Schema, as_schema, value_key
 from ..schema.model import DATETIME_UNITS
-from .binning import bin_index, privtree_edges, uniform_edges
+from .binning import bin_index, merge_leaves, privtree_edges, resolution_bins, uniform_edges
 from .merging import RARE_THRESHOLD, rare_categories
 
 __all__ = ["ColumnCodec", "TableEncoder"]
@@ -45,6 +49,11 @@ class ColumnCodec:
 
     spec: ColumnSpec
     edges: np.ndarray | None = None  # numeric columns
+    atoms: np.ndarray = field(default_factory=lambda: np.array([], dtype=float))  # numeric values coded exactly
+    rho: float = 0.0  # zCDP this column's DP step was charged
+    leaf_edges: np.ndarray | None = None  # adaptive columns: the PrivTree leaves inside the bins
+    leaf_cum: np.ndarray | None = None  # bin index + cumulative noisy share of each leaf within its bin
+    leaf_scale: np.ndarray | None = None  # decay length of each leaf's density (inf: uniform), signed by side
     kept: np.ndarray | None = None  # categorical/boolean: base codes kept as their own code, in order
     group: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64))  # merged rare values
     base_to_code: np.ndarray | None = None
@@ -53,7 +62,7 @@ class ColumnCodec:
     def n_main(self) -> int:
         """Codes before the missing value."""
         if self.edges is not None:
-            return len(self.edges) - 1
+            return len(self.edges) - 1 + len(self.atoms)
         return len(self.kept) + int(len(self.group) > 0)
 
     @property
@@ -76,9 +85,15 @@ class ColumnCodec:
         if self.edges is not None:
             out["binning"] = self.spec.binning
             out["edges"] = [float(e) for e in self.edges]
+            if len(self.atoms):
+                out["atoms"] = [float(a) for a in self.atoms]
+            if self.leaf_edges is not None:
+                out["leaf_edges"] = [float(e) for e in self.leaf_edges]
         elif len(self.group):
             labels = self.labels()
             out["merged"] = [_jsonable(labels[i]) for i in self.group]
+        if self.rho:
+            out["rho"] = float(self.rho)
         return out
 
 
@@ -89,9 +104,11 @@ def _jsonable(v: Any) -> Any:
 class TableEncoder:
     """Encode raw tables for a :class:`Schema`; decode synthetic codes back to its types.
 
-    ``fit(df, accountant, rho_budget, rng)`` spends exactly ``rho_budget`` (split equally over the
-    columns asking for PrivTree or rare merging) when the schema asks for a DP step, and nothing,
-    without reading ``df``, otherwise: the encoding then depends on the schema alone.
+    ``fit(df, accountant, rho_budget, rng)`` spends exactly ``rho_budget`` zCDP (split equally over
+    the columns asking for PrivTree or rare merging; each column's share is in :meth:`report` and in
+    the accountant's ledger) when the schema asks for a DP step, and nothing, without reading ``df``,
+    otherwise: the encoding then depends on the schema alone. With PrivTree, an atom keeps a code of
+    its own only where the tree split down to its finest width (dense data there).
     """
 
     def __init__(self, schema: Any, *, drop_unknown: bool = False, rare_threshold: float = RARE_THRESHOLD):
@@ -104,21 +121,28 @@ class TableEncoder:
 
     # ------------------------------------------------------------------------------ fitting
     def fit(self, df: pd.DataFrame | None = None, accountant: Accountant | None = None, rho_budget: float = 0.0,
-            rng: np.random.Generator | None = None, *, noise: str = "continuous") -> "TableEncoder":
-        """Fix the encoding: public steps from the schema; DP steps (if asked for) from ``df``, charged.
-        ``noise``: ``"continuous"`` or ``"discrete"`` noise for the DP steps (see MeasurementSession)."""
-        self._fit(df, accountant, rho_budget, rng, noise=noise)
+            rng: np.random.Generator | None = None, *, rho_model: float | None = None,
+            noise: str = "continuous") -> "TableEncoder":
+        """Fix the encoding: public steps from the schema; DP steps (if asked for) from ``df``, charged
+        exactly ``rho_budget`` zCDP. ``rho_model``: the zCDP the synthesizer will spend afterwards (default
+        ``9·rho_budget``, the 10% preprocessing share), which sizes adaptive PrivTree bins. ``noise``:
+        ``"continuous"`` or ``"discrete"`` noise for the DP steps (see MeasurementSession)."""
+        self._fit(df, accountant, rho_budget, rng, rho_model=rho_model, noise=noise)
         return self
 
     def fit_encode(self, df: pd.DataFrame, accountant: Accountant | None = None, rho_budget: float = 0.0,
-                   rng: np.random.Generator | None = None, *, noise: str = "continuous") -> Dataset:
+                   rng: np.random.Generator | None = None, *, rho_model: float | None = None,
+                   noise: str = "continuous") -> Dataset:
         """:meth:`fit` then :meth:`encode` on the same table, validating it once (before any charge)."""
         prepared = self._prepare(df)
-        self._fit(df, accountant, rho_budget, rng, prepared=prepared, noise=noise)
+        self._fit(df, accountant, rho_budget, rng, prepared=prepared, rho_model=rho_model, noise=noise)
         return self._encode_prepared(prepared)
 
-    def _fit(self, df, accountant, rho_budget, rng, prepared=None, noise: str = "continuous") -> None:
+    def _fit(self, df, accountant, rho_budget, rng, prepared=None, rho_model=None,
+             noise: str = "continuous") -> None:
         dp_cols = [c for c in self.schema if c.dp_step]
+        self.warnings_: list[str] = []
+        self.rows_estimate_ = None
         self.rho_spent_ = 0.0
         if dp_cols:
             if df is None:
@@ -134,18 +158,27 @@ class TableEncoder:
             if prepared is None:
                 prepared = self._prepare(df)  # every check before the first charge
         rho_col = rho_budget / len(dp_cols) if dp_cols else 0.0
+        rho_m = 9.0 * rho_budget if rho_model is None else float(rho_model)
         spent0 = accountant.rho_spent if accountant is not None else 0.0
         session = None
         if dp_cols:  # the DP steps read the prepared columns through a session, charged
-            session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False, noise=noise)
+            session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False,
+                                         noise=noise)
+        rows_seen: list[float] = []
         codecs = []
         for col in self.schema:
             if col.numeric:
-                if col.dp_step == "privtree":
+                atoms = np.asarray(col.atoms, dtype=float)
+                if col.dp_step == "privtree" and col.adaptive:
+                    codec = _adaptive_codec(session, col, rho_col, rho_m, len(self.schema))
+                    rows_seen.append(codec.rows_estimate)
+                    codecs.append(codec)
+                elif col.dp_step == "privtree":
                     edges = privtree_edges(session, col.name, col, rho_col)
+                    atoms = _dense_atoms(col, edges, atoms)
+                    codecs.append(ColumnCodec(col, edges=edges, atoms=atoms, rho=rho_col))
                 else:
-                    edges = uniform_edges(col)
-                codecs.append(ColumnCodec(col, edges=edges))
+                    codecs.append(ColumnCodec(col, edges=uniform_edges(col), atoms=atoms))
                 continue
             k = col.base_size
             group = np.array([], dtype=np.int64)
@@ -157,11 +190,23 @@ class TableEncoder:
             kept = np.flatnonzero(~in_group)
             base_to_code = np.full(k, len(kept), dtype=np.int64)
             base_to_code[kept] = np.arange(len(kept))
-            codecs.append(ColumnCodec(col, kept=kept, group=group, base_to_code=base_to_code))
+            codecs.append(ColumnCodec(col, kept=kept, group=group, base_to_code=base_to_code,
+                                      rho=rho_col if col.dp_step else 0.0))
         if accountant is not None:
             self.rho_spent_ = accountant.rho_spent - spent0
         self.codecs_ = {c.spec.name: c for c in codecs}
         self.domain = Domain(self.schema.names, [c.size for c in codecs])
+        if rows_seen:  # post-processing of DP outputs: free
+            self.rows_estimate_ = max(rows_seen)
+            self.resolution_bins_ = resolution_bins(self.rows_estimate_, len(self.schema), rho_m)
+            b = self.resolution_bins_
+            for c in codecs:
+                if c.n_main > 2 * b and not (c.spec.dp_step == "privtree" and c.spec.adaptive):
+                    self.warnings_.append(
+                        f"column {c.spec.name!r} has {c.n_main} codes, but with about {self.rows_estimate_:.0f} "
+                        f"rows and this budget a 2-way marginal resolves about {b:.0f} per column: its "
+                        "marginals will be mostly noise (drop \"bins\" to let PrivTree size the bins, or "
+                        "use fewer bins or categories)")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "codecs_"):
@@ -186,6 +231,19 @@ class TableEncoder:
         self._check_fitted()
         cols = [_column_codes(self.codecs_[name], prepared[name]) for name in self.schema.names]
         return Dataset(np.column_stack(cols), self.domain, validate=False)
+
+    @staticmethod
+    def _encode_prepared_column(c: ColumnCodec, v: np.ndarray) -> np.ndarray:
+        """Codes of a numeric column's prepared values (NaN entries get an arbitrary code)."""
+        miss = np.isnan(v)
+        code = np.zeros(len(v), dtype=np.int64)
+        code[~miss] = bin_index(v[~miss], c.edges)
+        if len(c.atoms):
+            k = np.searchsorted(c.atoms, v)
+            hit = ~miss & (k < len(c.atoms))
+            hit[hit] = c.atoms[k[hit]] == v[hit]
+            code[hit] = len(c.edges) - 1 + k[hit]
+        return code
 
     def encode_values(self, df: pd.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Codes of some columns' values (a partial table: conditions for sampling), checked like
@@ -258,44 +316,243 @@ class TableEncoder:
                                        None if exact is None else exact.get(name))
         return pd.DataFrame(out)
 
+    # ------------------------------------------------------------------------------ saving
     def state(self) -> dict:
-        """What a fitted encoder is, for saving: the (public) schema, and per column its bin edges or
-        kept / merged categories (public or DP outputs). Never the data."""
+        """What a fitted encoder is, for saving: the (public) schema, and per column its bin edges and
+        atoms (with the adaptive leaves, their cumulative noisy shares and decay lengths), or kept /
+        merged categories, and the zCDP its DP step was charged (all public or DP outputs). Never the
+        data. Floats are written as Python floats (``repr`` round-trips exactly; ``inf`` as JSON
+        ``Infinity``)."""
         self._check_fitted()
+        fl = lambda a: [float(e) for e in a]  # noqa: E731
         cols = {}
         for n, c in self.codecs_.items():
             if c.edges is not None:
-                cols[n] = {"edges": [float(e) for e in c.edges]}
+                st: dict[str, Any] = {"edges": fl(c.edges)}
+                if len(c.atoms):
+                    st["atoms"] = fl(c.atoms)
+                if c.leaf_edges is not None:
+                    st["leaf_edges"] = fl(c.leaf_edges)
+                    st["leaf_cum"] = fl(c.leaf_cum)
+                    st["leaf_scale"] = fl(c.leaf_scale)
             else:
-                cols[n] = {"kept": [int(i) for i in c.kept], "group": [int(i) for i in c.group]}
-        return {"schema": self.schema.to_dict(), "drop_unknown": self.drop_unknown,
-                "rare_threshold": self.rare_threshold, "rho_spent": float(self.rho_spent_), "columns": cols}
+                st = {"kept": [int(i) for i in c.kept], "group": [int(i) for i in c.group]}
+            if c.rho:
+                st["rho"] = float(c.rho)
+            cols[n] = st
+        out = {"schema": self.schema.to_dict(), "drop_unknown": self.drop_unknown,
+               "rare_threshold": self.rare_threshold, "rho_spent": float(self.rho_spent_), "columns": cols}
+        if getattr(self, "rows_estimate_", None) is not None:
+            out["rows_estimate"] = float(self.rows_estimate_)
+            out["resolution_bins"] = float(self.resolution_bins_)
+        if getattr(self, "warnings_", None):
+            out["warnings"] = list(self.warnings_)
+        return out
 
     @classmethod
     def from_state(cls, state: dict) -> "TableEncoder":
         """The fitted encoder :meth:`state` describes (no data, no budget)."""
         enc = cls(Schema.from_dict(state["schema"]), drop_unknown=bool(state["drop_unknown"]),
                   rare_threshold=float(state["rare_threshold"]))
+        arr = lambda st, k: None if k not in st else np.asarray(st[k], dtype=float)  # noqa: E731
         codecs = []
         for col in enc.schema:
             st = state["columns"][col.name]
+            rho = float(st.get("rho", 0.0))
             if "edges" in st:
-                codecs.append(ColumnCodec(col, edges=np.asarray(st["edges"], dtype=float)))
+                atoms = arr(st, "atoms")
+                codecs.append(ColumnCodec(col, edges=arr(st, "edges"), rho=rho,
+                                          atoms=np.array([], dtype=float) if atoms is None else atoms,
+                                          leaf_edges=arr(st, "leaf_edges"), leaf_cum=arr(st, "leaf_cum"),
+                                          leaf_scale=arr(st, "leaf_scale")))
                 continue
             kept = np.asarray(st["kept"], dtype=np.int64)
             group = np.asarray(st["group"], dtype=np.int64)
             base_to_code = np.full(col.base_size, len(kept), dtype=np.int64)
             base_to_code[kept] = np.arange(len(kept))
-            codecs.append(ColumnCodec(col, kept=kept, group=group, base_to_code=base_to_code))
+            codecs.append(ColumnCodec(col, kept=kept, group=group, base_to_code=base_to_code, rho=rho))
         enc.rho_spent_ = float(state["rho_spent"])
         enc.codecs_ = {c.spec.name: c for c in codecs}
         enc.domain = Domain(enc.schema.names, [c.size for c in codecs])
+        enc.rows_estimate_ = state.get("rows_estimate")
+        if enc.rows_estimate_ is not None:
+            enc.resolution_bins_ = float(state["resolution_bins"])
+        enc.warnings_ = list(state.get("warnings", []))
         return enc
 
-    def report(self) -> dict:
-        """Per column: type, number of codes, bin edges or merged categories (all public or DP outputs)."""
+    # ------------------------------------------------------------------------------ structural zeros
+    def check_zeros(self, spec: Any) -> list[tuple[tuple[str, ...], list[dict[str, np.ndarray]]]]:
+        """Validate structural zeros written in raw values against the schema alone (no data read, free).
+
+        ``spec``: ``[{"attrs": ["sex", "pregnant"], "cells": [["male", "yes"], ...]}, ...]``; a cell
+        lists one raw value per attribute (``null`` = missing where the column allows it). Returns, per
+        zero, its attributes and each cell's prepared values; raises :class:`DataError` naming the
+        problem (unknown column, wrong arity, a value the schema does not allow)."""
+        if isinstance(spec, Mapping):
+            spec = [spec]
+        if not isinstance(spec, (list, tuple)):
+            raise DataError("structural zeros must be a list of {\"attrs\": [...], \"cells\": [[...], ...]}")
+        out = []
+        for i, item in enumerate(spec):
+            where = f"structural zero #{i + 1}"
+            if not isinstance(item, Mapping) or "attrs" not in item or "cells" not in item:
+                raise DataError(f"{where}: needs \"attrs\" and \"cells\" (raw values; \"allowed\" is for "
+                                "integer codes with --domain)")
+            attrs = tuple(str(a) for a in item["attrs"])
+            unknown = [a for a in attrs if a not in self.schema]
+            if not attrs or unknown or len(set(attrs)) != len(attrs):
+                raise DataError(f"{where}: attrs {list(attrs)} must name distinct schema columns"
+                                + (f" ({unknown} not in the schema)" if unknown else ""))
+            cells = item["cells"]
+            if not isinstance(cells, (list, tuple)) or not cells or any(
+                    not isinstance(c, (list, tuple)) or len(c) != len(attrs) for c in cells):
+                raise DataError(f"{where}: \"cells\" must be a non-empty list of [{', '.join(attrs)}] values")
+            values = {}
+            for j, a in enumerate(attrs):
+                col = self.schema[a]
+                raw = pd.Series([c[j] for c in cells], dtype=object)
+                try:
+                    v = _prepare_column(col, raw)
+                except DataError as e:
+                    raise DataError(f"{where}: {e}") from None
+                if col.numeric:
+                    x = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float) if col.type != "datetime" else v
+                    outside = ~np.isnan(x) & ((x < col.lo) | (x > col.hi))
+                    if outside.any():
+                        raise DataError(f"{where}: column {a!r}: value {raw[outside].iloc[0]!r} lies outside "
+                                        "the schema's bounds")
+                elif col.type == "categorical" and col.other and np.any(v == len(col.values)):
+                    raise DataError(f"{where}: column {a!r}: value {raw[v == len(col.values)].iloc[0]!r} is "
+                                    "not one of the schema's categories")
+                values[a] = v
+            out.append((attrs, values))
+        return out
+
+    def structural_zeros(self, spec: Any) -> list[StructuralZero]:
+        """Structural zeros written in raw values (see :meth:`check_zeros`) as masks over :attr:`domain`.
+
+        Post-processing of the fitted encoding (free). A cell is forbidden only where each of its
+        values has a code of its own: a category not merged into the rare group, an integer in a
+        one-value bin (``exact`` columns) or an atom, a missing value. A cell whose value shares its
+        code with possible values (inside a wider bin, or merged) cannot be forbidden without
+        forbidding those too: it is left out and named in :attr:`zero_notes_`."""
         self._check_fitted()
-        return {"rho_spent": float(self.rho_spent_), "columns": {n: c.report() for n, c in self.codecs_.items()}}
+        self.zero_notes_: list[str] = []
+        zeros = []
+        for attrs, values in self.check_zeros(spec):
+            codes, exact = [], np.ones(len(next(iter(values.values()))), dtype=bool)
+            for a in attrs:
+                c, v = self.codecs_[a], values[a]
+                if c.edges is not None:
+                    miss = np.isnan(v)
+                    code = self._encode_prepared_column(c, v)
+                    n_bins = len(c.edges) - 1
+                    jb = np.minimum(code, n_bins - 1)
+                    unit = c.spec.lattice & (c.edges[jb + 1] - c.edges[jb] == 1)
+                    exact &= miss | (code >= n_bins) | unit
+                else:
+                    miss = v < 0
+                    code = np.where(miss, -1, c.base_to_code[np.maximum(v, 0)])
+                    exact &= miss | ~np.isin(np.maximum(v, 0), c.group)
+                if miss.any():
+                    code = np.where(miss, c.missing_code if c.missing_code is not None else 0, code)
+                codes.append(code)
+            cells = np.column_stack(codes)
+            for k in np.flatnonzero(~exact):
+                self.zero_notes_.append(f"structural zero on {list(attrs)}: cell {k + 1} has a value without a "
+                                        "code of its own (inside a bin or a merged group): left out")
+            if exact.any():
+                zeros.append(StructuralZero.from_cells(self.domain, attrs, cells[exact]))
+        return zeros
+
+    def report(self) -> dict:
+        """Per column: type, number of codes, bin edges and atoms or merged categories (all public or DP
+        outputs), and the zCDP ``rho`` its DP step was charged (absent when free)."""
+        self._check_fitted()
+        out = {"rho_spent": float(self.rho_spent_), "columns": {n: c.report() for n, c in self.codecs_.items()}}
+        if self.rows_estimate_ is not None:
+            out["rows_estimate"] = float(self.rows_estimate_)
+            out["resolution_bins"] = float(self.resolution_bins_)
+        if self.warnings_:
+            out["warnings"] = list(self.warnings_)
+        return out
+
+
+def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, columns: int) -> ColumnCodec:
+    """The default binning of a wide numeric column (issue #15); charges ``rho`` zCDP in two halves.
+
+    1. PrivTree (``rho/2``, θ = 0, depth cap ``log2 bins``) splits the public range into leaves, finest
+       where the data is dense; the atoms whose leaf reached the finest width keep codes of their own.
+    2. The Gaussian mechanism (``rho/2``, Δ₂ = 1 add/remove, √2 replace-one) releases the count of each
+       leaf (atom values left out) and of each kept atom.
+    3. Free post-processing: leaves are merged into about :func:`resolution_bins` bins of equal noisy
+       mass (DP quantiles), so each 2-way marginal cell can hold more rows than noise; decoding draws a
+       leaf within the bin in proportion to its noisy count, then a value uniformly within the leaf, so
+       a wide tail bin does not spread its rows evenly up to the bound.
+    """
+    leaves = privtree_edges(session, col.name, col, rho / 2)
+    atoms = _dense_atoms(col, leaves, np.asarray(col.atoms, dtype=float))
+    l2 = marginal_l2(session.neighbour)
+    sigma = gaussian_sigma(rho / 2, l2)
+    counts = session.range_histogram(col.name, leaves, atoms)
+    noisy = session.gaussian(counts, sigma, l2, f"bin counts {col.name}")
+    leaf_w = np.maximum(noisy[:len(leaves) - 1], 0.0)
+    rows = float(np.maximum(noisy, 0.0).sum())
+    group = merge_leaves(leaf_w, resolution_bins(rows, columns, rho_model))
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    edges = np.r_[leaves[starts], leaves[-1]]
+    tot = np.bincount(group, weights=leaf_w)
+    share = np.where(tot[group] > 0, leaf_w / np.where(tot[group] > 0, tot[group], 1.0), 0.0)
+    width = np.diff(leaves)
+    wtot = np.bincount(group, weights=width)
+    share = np.where(tot[group] > 0, share, width / wtot[group])  # no noisy mass: by width
+    within = np.cumsum(share) - np.r_[0.0, np.cumsum(np.bincount(group, weights=share))][group]
+    cum = group + np.minimum(within, 1.0)
+    cum[np.r_[starts[1:] - 1, len(group) - 1]] = np.arange(len(starts)) + 1.0  # each bin's last leaf ends at j+1
+    codec = ColumnCodec(col, edges=edges, atoms=atoms, rho=rho, leaf_edges=leaves, leaf_cum=cum,
+                        leaf_scale=_leaf_decay(leaf_w, width))
+    codec.rows_estimate = rows
+    return codec
+
+
+def _leaf_decay(counts: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """Within-leaf shape for decoding (free post-processing of noisy leaf counts): a leaf less dense
+    than its denser neighbour gets a density that starts at that neighbour's level at the shared edge
+    and decays exponentially away from it, holding the leaf's count; others stay uniform. Returns the
+    decay length (+: from the left edge, −: from the right edge; ``inf``: uniform)."""
+    d = counts / width
+    dl = np.r_[0.0, d[:-1]]
+    dr = np.r_[d[1:], 0.0]
+    head = np.maximum(dl, dr)
+    sign = np.where(dl >= dr, 1.0, -1.0)
+    decay = (head > d * (1 + 1e-9)) & (counts > 0)
+    scale = np.full(len(counts), np.inf)
+    if decay.any():
+        c, w, h = counts[decay], width[decay], head[decay]
+        lo, hi = np.log(w * 1e-6), np.log(w * 1e6)  # solve h·s·(1 − e^(−w/s)) = c for s (increasing in s)
+        for _ in range(80):
+            mid = (lo + hi) / 2
+            sm = np.exp(mid)
+            big = h * sm * (-np.expm1(-w / sm)) > c
+            hi, lo = np.where(big, mid, hi), np.where(big, lo, mid)
+        scale[decay] = np.exp((lo + hi) / 2)
+    return sign * scale
+
+
+def _dense_atoms(col: ColumnSpec, edges: np.ndarray, atoms: np.ndarray) -> np.ndarray:
+    """The atoms PrivTree found dense: those whose leaf the tree split down to its finest width (its
+    depth cap). An atom in a wider leaf holds few rows; a code of its own would only collect noise
+    (mass the generator then puts exactly at a bound, an outlier). Post-processing of the tree: free."""
+    if not len(atoms):
+        return atoms
+    depth = int(math.floor(math.log2(col.bins)))
+    span = (col.hi + 1 - col.lo) if col.lattice else (col.hi - col.lo)
+    finest = span / 2 ** depth
+    if col.lattice:
+        finest = max(1.0, math.ceil(finest))
+    j = bin_index(atoms, edges)
+    width = edges[j + 1] - edges[j]
+    return atoms[width <= finest * (1 + 1e-9)]
 
 
 # ---------------------------------------------------------------------------------- columns
@@ -420,8 +677,7 @@ def _column_codes(c: ColumnCodec, v: np.ndarray) -> np.ndarray:
     """Codes of one prepared column (floats with NaN, or base codes with -1, for missing)."""
     if c.edges is not None:
         miss = np.isnan(v)
-        code = np.empty(len(v), dtype=np.int64)
-        code[~miss] = bin_index(v[~miss], c.edges)
+        code = TableEncoder._encode_prepared_column(c, v)
     else:
         miss = v < 0
         code = np.empty(len(v), dtype=np.int64)
@@ -439,12 +695,37 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
     ok = ~miss
     j = code[ok]
     if c.edges is not None:
-        left, right = c.edges[j], c.edges[j + 1]
+        n_bins = len(c.edges) - 1
+        is_atom = j >= n_bins
+        jb = np.minimum(j, n_bins - 1)
+        left, right = c.edges[jb], c.edges[jb + 1]
         if exact is not None:  # given values (conditions), kept as they are
             v = np.asarray(exact, dtype=float)[ok]
             if spec.lattice:
                 v = np.round(v)
+        if c.leaf_edges is not None and not midpoint and exact is None:  # a leaf in proportion to its noisy count
+            leaf = np.searchsorted(c.leaf_cum, jb + rng.random(len(jb)), side="right")
+            leaf = np.minimum(leaf, len(c.leaf_edges) - 2)
+            left, right = c.leaf_edges[leaf], c.leaf_edges[leaf + 1]
+            if not spec.lattice:  # a draw from the leaf's (possibly decaying) density
+                sc = c.leaf_scale[leaf]
+                w = right - left
+                u = rng.random(len(leaf))
+                a = np.abs(sc)
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    off = np.where(np.isfinite(a), -a * np.log1p(u * np.expm1(-w / a)), u * w)
+                off = np.clip(np.nan_to_num(off, nan=0.0), 0.0, w)
+                v = np.where(sc < 0, right - off, left + off)
+                v[is_atom] = c.atoms[j[is_atom] - n_bins]
+                out = np.full(n, np.nan)
+                out[ok] = np.clip(v, spec.lo, spec.hi)
+                return pd.Series(out, dtype="float64")
         if spec.lattice:  # bin j holds the integers left .. right-1
+            if len(c.atoms):  # ... less the atoms at its ends (they have their own codes)
+                l2 = left + np.isin(left, c.atoms)
+                r2 = right - np.isin(right - 1, c.atoms)
+                ok2 = r2 > l2
+                left, right = np.where(ok2, l2, left), np.where(ok2, r2, right)
             if exact is not None:
                 pass
             elif midpoint:
@@ -452,6 +733,8 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
             else:
                 v = left + np.floor(rng.random(len(j)) * (right - left))
                 v = np.minimum(v, right - 1)
+            if is_atom.any() and exact is None:
+                v[is_atom] = c.atoms[j[is_atom] - n_bins]
             v = v.astype(np.int64)
             if spec.type == "integer":
                 if spec.missing:
@@ -465,6 +748,8 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
             return pd.Series(ns, dtype="datetime64[ns]")
         if exact is None:
             v = (left + right) / 2 if midpoint else left + rng.random(len(j)) * (right - left)
+        if is_atom.any() and exact is None:
+            v[is_atom] = c.atoms[j[is_atom] - n_bins]
         out = np.full(n, np.nan)
         out[ok] = np.clip(v, spec.lo, spec.hi)
         return pd.Series(out, dtype="float64")

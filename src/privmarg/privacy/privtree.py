@@ -53,18 +53,24 @@ def privtree_parameters(rho: float, neighbour: str, noise: str = "continuous") -
 
 def privtree_split(accountant: Accountant, count: Callable[[float, float, bool], int], lo: float, hi: float,
                    *, lattice: bool, max_depth: int, rho: float, rng: np.random.Generator,
-                   what: str = "PrivTree", noise: str = "continuous") -> np.ndarray:
+                   what: str = "PrivTree", threshold: float = PRIVTREE_THRESHOLD,
+                   noise: str = "continuous") -> np.ndarray:
     """Leaf edges of PrivTree on ``[lo, hi)`` (``hi`` closed for non-lattice intervals); charges ``rho``.
 
     ``count(left, right, closed)``: private values in ``[left, right)`` (``]`` when closed). An
     interval at depth ``h`` with ``c`` values is split in two when ``max(c − δh, θ − δ) + Lap(λ) > θ``;
-    data-independent stops: depth ``max_depth`` and, on lattice intervals, a single value. The
+    data-independent stops: depth ``max_depth`` and, on lattice intervals, a single value. ``threshold``
+    (θ, rows) is public (a constant or a DP output); the guarantee holds for any θ. The
     ledger entry (mechanism ``"privtree"``) records ``epsilon``, ``scale``, ``bias``, ``fanout``,
     ``threshold`` and ``group``; ``rho = epsilon²/2``. ``noise="discrete"``: discrete Laplace noise
-    and an integer bias (mechanism ``"privtree_discrete"``; see :func:`privtree_parameters`).
+    and an integer bias (mechanism ``"privtree_discrete"``; see :func:`privtree_parameters`); the
+    threshold is then rounded to the nearest integer (the proof compares integers only).
     """
     p = privtree_parameters(rho, accountant.neighbour, noise)
     discrete = noise == "discrete"
+    if not math.isfinite(threshold):
+        raise ValueError(f"PrivTree threshold must be finite, got {threshold}")
+    p["threshold"] = float(round(threshold)) if discrete else float(threshold)
     accountant.charge(p["epsilon"] ** 2 / 2.0, what, "privtree_discrete" if discrete else "privtree", **p)
     lam, delta, theta = p["scale"], p["bias"], p["threshold"]
     leaves: list[tuple[float, float]] = []

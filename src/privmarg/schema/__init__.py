@@ -3,7 +3,9 @@
 from .draft import DRAFT_WARNING, draft_schema
 from .model import (
     BINNINGS,
+    DEFAULT_ADAPTIVE_BINS,
     DEFAULT_BINS,
+    EXACT_MAX_VALUES,
     MAX_COLUMN_VALUES,
     MAX_MARGINAL_CELLS,
     TYPES,
@@ -16,6 +18,6 @@ from .model import (
 )
 
 __all__ = [
-    "BINNINGS", "DEFAULT_BINS", "DRAFT_WARNING", "MAX_COLUMN_VALUES", "MAX_MARGINAL_CELLS", "TYPES",
+    "BINNINGS", "DEFAULT_ADAPTIVE_BINS", "DEFAULT_BINS", "DRAFT_WARNING", "EXACT_MAX_VALUES", "MAX_COLUMN_VALUES", "MAX_MARGINAL_CELLS", "TYPES",
     "ColumnSpec", "Schema", "SchemaError", "as_schema", "draft_schema", "load_schema", "value_key",
 ]

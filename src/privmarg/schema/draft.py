@@ -2,6 +2,10 @@
 
 Every bound and category list in the draft comes from the private data itself; using it unchanged
 leaks those values (the min/max of a column, the rare categories present) outside any DP guarantee.
+The draft is marked ``"draft": true``; ``privmarg synth`` and :meth:`Synthesizer.fit` refuse such a
+schema unless told to accept it (``--allow-draft-schema`` / ``allow_draft_schema=True``). Numeric
+columns get bounds only, so the default encoding applies (exact small integer ranges, PrivTree bins
+otherwise; see :mod:`privmarg.schema.model`).
 """
 
 from __future__ import annotations
@@ -13,14 +17,13 @@ import numpy as np
 import pandas as pd
 
 from ..data import DataError
-from .model import DEFAULT_BINS
 
 __all__ = ["DRAFT_WARNING", "draft_schema"]
 
 DRAFT_WARNING = (
     "this draft schema was read off the PRIVATE data: its min/max bounds and category lists are not "
     "differentially private. Replace them with public knowledge (documentation, data dictionaries, "
-    "domain knowledge) before any release."
+    "domain knowledge) and delete the \"draft\" key before any release."
 )
 
 #: integer columns with at most this many distinct values are drafted as categorical
@@ -64,10 +67,9 @@ def draft_schema(df: pd.DataFrame) -> tuple[dict, list[str]]:
             if integral and len(distinct) <= CATEGORICAL_MAX_DISTINCT:
                 spec = {"type": "categorical", "values": [int(v) for v in distinct]}
             elif integral:
-                lo, hi = int(x.min()), int(x.max())
-                spec = {"type": "integer", "min": lo, "max": hi, "bins": min(DEFAULT_BINS, hi - lo + 1)}
+                spec = {"type": "integer", "min": int(x.min()), "max": int(x.max())}
             else:
-                spec = {"type": "float", "min": float(x.min()), "max": float(x.max()), "bins": DEFAULT_BINS}
+                spec = {"type": "float", "min": float(x.min()), "max": float(x.max())}
         else:
             lowered = {str(v).strip().lower() for v in pd.unique(nonnull)}
             if lowered and lowered <= (_TRUE | _FALSE):
@@ -83,11 +85,26 @@ def draft_schema(df: pd.DataFrame) -> tuple[dict, list[str]]:
                         spec["merge_rare"] = True
         if s.isna().any():
             spec["missing"] = True
-        if _ID_NAME.search(str(name)) or (n >= 20 and len(nonnull) and nonnull.nunique() == len(nonnull)):
+        if _ID_NAME.search(str(name)) or (n >= 20 and _looks_like_key(nonnull)):
             notes.append(f"column {name!r} looks like an identifier: remove it from the schema and pass "
                          "--drop-unknown (identifiers must not be synthesised)")
         cols[str(name)] = spec
-    return {"_warning": DRAFT_WARNING, "columns": cols}, notes
+    return {"_warning": DRAFT_WARNING, "draft": True, "columns": cols}, notes
+
+
+def _looks_like_key(s: pd.Series) -> bool:
+    """All values distinct *and* key-like: strings, or whole numbers packed into a range not much wider
+    than the number of rows (a counter). Continuous columns whose values merely differ are not keys."""
+    if len(s) == 0 or s.nunique() != len(s):
+        return False
+    if pd.api.types.is_bool_dtype(s) or pd.api.types.is_datetime64_any_dtype(s):
+        return False
+    if pd.api.types.is_numeric_dtype(s):
+        x = s.to_numpy(dtype=float)
+        if not np.all(x == np.round(x)):
+            return False  # distinct measurements (amounts, ratios), not identifiers
+        return float(x.max() - x.min() + 1) <= 2 * len(x)
+    return True
 
 
 def _try_datetime(s: pd.Series) -> pd.Series | None:
@@ -105,7 +122,7 @@ def _datetime_spec(s: pd.Series) -> dict:
     lo, hi = s.min(), s.max()
     whole_days = bool((s.dt.normalize() == s).all())
     fmt = "%Y-%m-%d" if whole_days else "%Y-%m-%dT%H:%M:%S"
-    spec = {"type": "datetime", "min": lo.strftime(fmt), "max": hi.strftime(fmt), "bins": DEFAULT_BINS}
+    spec = {"type": "datetime", "min": lo.strftime(fmt), "max": hi.strftime(fmt)}
     if not whole_days:
         spec["unit"] = "s"
     return spec

@@ -8,7 +8,7 @@ File format (JSON or YAML)::
 
     {"columns": {
        "age":    {"type": "integer", "min": 0, "max": 100},
-       "income": {"type": "float", "min": 0, "max": 500000, "bins": 32, "binning": "privtree"},
+       "income": {"type": "float", "min": 0, "max": 500000, "binning": "privtree"},
        "sex":    {"type": "categorical", "values": ["F", "M"]},
        "job":    {"type": "categorical", "values": ["a", "b"], "merge_rare": true, "other": true},
        "opened": {"type": "datetime", "min": "2000-01-01", "max": "2024-12-31"},
@@ -19,10 +19,24 @@ Keys per column: ``type`` (categorical, integer, float, boolean, datetime); ``mi
 kept as their own value); ``description`` (free text). Categorical: ``values`` (the public list),
 ``other`` (values outside the list share one reserved value, decoded as ``other_label``, default
 ``"__other__"``), ``merge_rare`` (DP rare-category merging). Numeric and datetime: ``min``/``max``
-(inclusive public bounds; values outside are clipped), ``bins`` (default 32), ``binning``
-(``uniform``, free, or ``privtree``, DP). Datetime also takes ``unit`` (``D`` default, ``h``, ``m``,
+(inclusive public bounds; values outside are clipped), ``binning`` (``exact``: one code per value,
+integer and datetime columns only; ``uniform``: ``bins`` equal-width bins, free; ``privtree``: at most
+``bins`` adaptive bins, DP), ``bins`` and ``atoms`` (values coded exactly, apart from any bin, e.g. a
+point mass at 0 or at a bound; integer and float columns).
+
+Defaults (issue #15), all fixed by the schema alone: with neither ``binning`` nor ``bins``, an
+integer/datetime column with at most :data:`EXACT_MAX_VALUES` values is kept ``exact``; any other
+numeric column gets ``privtree`` bins (at most :data:`DEFAULT_ADAPTIVE_BINS`, so they adapt to the
+number of rows and the budget: PrivTree's threshold θ is set so that a column gets about as many bins
+as a 2-way marginal can resolve, see :func:`privmarg.preprocess.binning.resolution_bins`) and, for integer and float columns,
+atoms at both bounds and at 0 when 0 lies strictly inside them (values clipped to a bound and
+zero-inflated columns decode exactly instead of being smeared over a bin). ``bins`` given without
+``binning`` means ``uniform`` (the behaviour of earlier versions); ``privtree`` alone caps at
+:data:`DEFAULT_ADAPTIVE_BINS`. Datetime also takes ``unit`` (``D`` default, ``h``, ``m``,
 ``s``): values are whole units since the epoch. Top-level and column keys starting with ``_`` are
-comments and ignored.
+comments and ignored. A top-level ``"draft": true`` marks a schema read off the data
+(``privmarg schema draft``): :class:`Schema` keeps it in :attr:`Schema.draft` and releases refuse it
+unless told otherwise.
 """
 
 from __future__ import annotations
@@ -42,13 +56,18 @@ from ..data import DataError
 from ..core import Domain
 
 __all__ = [
-    "TYPES", "BINNINGS", "DEFAULT_BINS", "MAX_COLUMN_VALUES", "MAX_MARGINAL_CELLS",
+    "TYPES", "BINNINGS", "DEFAULT_BINS", "DEFAULT_ADAPTIVE_BINS", "EXACT_MAX_VALUES", "MAX_COLUMN_VALUES", "MAX_MARGINAL_CELLS",
     "SchemaError", "ColumnSpec", "Schema", "load_schema", "as_schema", "value_key",
 ]
 
 TYPES = ("categorical", "integer", "float", "boolean", "datetime")
-BINNINGS = ("uniform", "privtree")
+BINNINGS = ("uniform", "privtree", "exact")
+#: uniform bins when ``binning: uniform`` is asked for without ``bins``
 DEFAULT_BINS = 32
+#: cap on the number of PrivTree bins when ``bins`` is not given (the tree stops earlier where data is thin)
+DEFAULT_ADAPTIVE_BINS = 64
+#: integer/datetime columns with at most this many values are kept exact by default
+EXACT_MAX_VALUES = 64
 DATETIME_UNITS = {"D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9, "s": 10**9}
 #: most values one encoded column may have
 MAX_COLUMN_VALUES = 10**7
@@ -61,8 +80,8 @@ _COMMON_KEYS = {"type", "missing", "description"}
 _KEYS = {
     "categorical": _COMMON_KEYS | {"values", "other", "other_label", "merge_rare"},
     "boolean": _COMMON_KEYS,
-    "integer": _COMMON_KEYS | {"min", "max", "bins", "binning"},
-    "float": _COMMON_KEYS | {"min", "max", "bins", "binning"},
+    "integer": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms"},
+    "float": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms"},
     "datetime": _COMMON_KEYS | {"min", "max", "bins", "binning", "unit"},
 }
 
@@ -105,6 +124,8 @@ class ColumnSpec:
     bins: int = DEFAULT_BINS
     binning: str = "uniform"
     unit: str = "D"
+    atoms: tuple = ()  # numeric values coded exactly (encoding axis), sorted
+    adaptive: bool = False  # privtree without "bins": the tree's threshold is sized to rows and budget
     description: str = ""
     # derived: numeric bounds on the encoding axis (integer units for integer/datetime columns)
     lo: float = field(default=math.nan, compare=False)
@@ -137,9 +158,11 @@ class ColumnSpec:
             return len(self.values) + int(self.other)
         if self.type == "boolean":
             return 2
+        if self.binning == "exact":
+            return int(self.hi - self.lo + 1)
         if self.lattice and self.binning == "uniform":
-            return int(min(self.bins, self.hi - self.lo + 1))
-        return int(self.bins)
+            return int(min(self.bins, self.hi - self.lo + 1)) + len(self.atoms)
+        return int(self.bins) + len(self.atoms)
 
     @property
     def max_size(self) -> int:
@@ -179,9 +202,11 @@ class ColumnSpec:
             if self.merge_rare:
                 out["merge_rare"] = True
         elif self.numeric:
-            out.update(min=self.min, max=self.max, bins=self.bins)
-            if self.binning != "uniform":
-                out["binning"] = self.binning
+            out.update(min=self.min, max=self.max, binning=self.binning)
+            if self.binning != "exact" and not self.adaptive:
+                out["bins"] = self.bins
+            if self.atoms:
+                out["atoms"] = [int(a) if self.lattice else float(a) for a in self.atoms]
             if self.type == "datetime" and self.unit != "D":
                 out["unit"] = self.unit
         if self.missing:
@@ -265,15 +290,50 @@ def _parse_column(name: str, spec: Any) -> ColumnSpec:
             raise bad(f"min must be below max, got min={lo!r}, max={hi!r}")
         if max(abs(num_lo), abs(num_hi)) >= 2**52:
             raise bad("bounds too large to encode exactly")
-        bins = spec.get("bins", DEFAULT_BINS)
-        if not isinstance(bins, numbers.Integral) or isinstance(bins, bool) or bins < 1:
-            raise bad(f"bins must be a positive integer, got {bins!r}")
-        binning = spec.get("binning", "uniform")
+        lattice = typ in ("integer", "datetime")
+        n_values = num_hi - num_lo + 1 if lattice else math.inf
+        binning = spec.get("binning")
+        auto = binning is None
+        if auto:  # the defaults (module docstring): exact small integer ranges, else adaptive bins
+            if "bins" in spec:
+                binning = "uniform"
+            elif n_values <= EXACT_MAX_VALUES:
+                binning = "exact"
+            else:
+                binning = "privtree"
         if binning not in BINNINGS:
             raise bad(f"binning must be one of {', '.join(BINNINGS)}, got {binning!r}")
+        if binning == "exact" and not lattice:
+            raise bad("exact binning is for integer and datetime columns (a float column needs bins)")
+        bins = spec.get("bins", DEFAULT_ADAPTIVE_BINS if binning == "privtree" else DEFAULT_BINS)
+        if not isinstance(bins, numbers.Integral) or isinstance(bins, bool) or bins < 1:
+            raise bad(f"bins must be a positive integer, got {bins!r}")
         if binning == "privtree" and bins < 2:
             raise bad("privtree binning needs bins >= 2 (bins caps the number of bins it may make)")
-        kw.update(min=lo, max=hi, lo=num_lo, hi=num_hi, bins=int(bins), binning=binning)
+        if binning == "exact":
+            if "bins" in spec:
+                raise bad("exact binning takes no \"bins\" (one code per value)")
+            bins = int(n_values)
+        if "atoms" in spec:
+            atoms = spec["atoms"]
+            if typ == "datetime" or binning == "exact":
+                raise bad("\"atoms\" are for binned integer and float columns")
+            if not isinstance(atoms, (list, tuple)) or not all(_is_number(a) for a in atoms):
+                raise bad(f"\"atoms\" must be a list of numbers, got {atoms!r}")
+            for a in atoms:
+                if not num_lo <= float(a) <= num_hi:
+                    raise bad(f"atom {a!r} lies outside min..max")
+                if lattice and not float(a).is_integer():
+                    raise bad(f"atom {a!r} of an integer column must be a whole number")
+            atoms = tuple(sorted({float(a) for a in atoms}))
+        elif auto and binning == "privtree" and typ != "datetime":
+            atoms = tuple(sorted({num_lo, num_hi} | ({0.0} if num_lo < 0 < num_hi else set())))
+        else:
+            atoms = ()
+        if lattice and binning == "uniform" and n_values <= bins:
+            atoms = ()  # one bin per value already
+        kw.update(min=lo, max=hi, lo=num_lo, hi=num_hi, bins=int(bins), binning=binning, atoms=atoms,
+                  adaptive=binning == "privtree" and "bins" not in spec)
     col = ColumnSpec(**kw)
     if col.base_size > MAX_COLUMN_VALUES:
         raise bad(f"{col.base_size} values would exceed memory (at most {MAX_COLUMN_VALUES})")
@@ -289,7 +349,8 @@ def _timestamp_units(t: pd.Timestamp, step_ns: int) -> float:
 class Schema:
     """An ordered set of :class:`ColumnSpec` (public knowledge about a raw table)."""
 
-    def __init__(self, columns: list[ColumnSpec] | tuple[ColumnSpec, ...], source: str | None = None):
+    def __init__(self, columns: list[ColumnSpec] | tuple[ColumnSpec, ...], source: str | None = None,
+                 draft: bool = False):
         columns = tuple(columns)
         if not columns:
             raise SchemaError("the schema has no columns")
@@ -298,6 +359,8 @@ class Schema:
             raise SchemaError("schema column names must be unique")
         self.columns = columns
         self.source = source
+        #: read off the data by ``privmarg schema draft``: its bounds and lists are not public knowledge
+        self.draft = bool(draft)
         self._by_name = {c.name: c for c in columns}
         self._check_memory()
 
@@ -307,10 +370,13 @@ class Schema:
         where = f"{source}: " if source else ""
         if not isinstance(spec, Mapping) or not isinstance(spec.get("columns"), Mapping):
             raise SchemaError(f"{where}a schema must be an object with a \"columns\" object")
-        extra = [k for k in spec if k not in ("columns", "description") and not str(k).startswith("_")]
+        extra = [k for k in spec if k not in ("columns", "description", "draft") and not str(k).startswith("_")]
         if extra:
             raise SchemaError(f"{where}unknown top-level key(s) {extra} (expected \"columns\")")
-        return cls([_parse_column(str(n), s) for n, s in spec["columns"].items()], source=source)
+        draft = spec.get("draft", False)
+        if not isinstance(draft, bool):
+            raise SchemaError(f"{where}\"draft\" must be true or false, got {draft!r}")
+        return cls([_parse_column(str(n), s) for n, s in spec["columns"].items()], source=source, draft=draft)
 
     @classmethod
     def load(cls, path: str | Path) -> "Schema":
@@ -318,7 +384,20 @@ class Schema:
         return cls.from_dict(_read_spec(path), source=str(path))
 
     def to_dict(self) -> dict:
-        return {"columns": {c.name: c.to_dict() for c in self.columns}}
+        """The schema with every default written out (reads back to an equal schema)."""
+        out: dict[str, Any] = {"draft": True} if self.draft else {}
+        out["columns"] = {c.name: c.to_dict() for c in self.columns}
+        return out
+
+    def check_not_draft(self) -> None:
+        """Raise :class:`SchemaError` if this schema is marked ``"draft": true`` (read off the data)."""
+        if self.draft:
+            where = f"{self.source}: " if self.source else ""
+            raise SchemaError(
+                f"{where}this schema is a draft (\"draft\": true): its bounds and category lists were read off "
+                "the private data, so a release with it is not differentially private. Replace them with public "
+                "knowledge and delete the \"draft\" key, or pass --allow-draft-schema "
+                "(allow_draft_schema=True) to accept that leak")
 
     # queries --------------------------------------------------------------------------------
     @property
@@ -342,6 +421,7 @@ class Schema:
             col.pop("merge_rare", None)
             if col.get("binning") == "privtree":
                 col["binning"] = "uniform"
+        spec.pop("draft", None)
         return Schema.from_dict(spec, source=self.source)
 
     def max_domain(self) -> Domain:

@@ -1,0 +1,266 @@
+"""Raw tables through the default pipeline (issue #15): resolution-keeping defaults, atoms, adaptive
+PrivTree sized to rows and budget, draft schemas refused, identifier heuristic, raw-value zeros."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from privmarg import AIM, Independent, datasets
+from privmarg.cli import app
+from privmarg.data import DataError
+from privmarg.preprocess import TableEncoder
+from privmarg.preprocess.binning import merge_leaves, resolution_bins
+from privmarg.privacy import Accountant, BudgetExceededError
+from privmarg.schema import Schema, SchemaError, draft_schema
+
+
+def _frame(n=3000, seed=0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    zero_inflated = np.where(rng.random(n) < 0.6, 0.0, rng.gamma(2.0, 2000.0, n))
+    return pd.DataFrame({
+        "kids": rng.integers(0, 53, n),  # 53 integer values: kept exact by default
+        "spend": zero_inflated,  # a point mass at 0 and a long tail
+        "capped": np.minimum(rng.exponential(40.0, n), 100.0),  # values piled at the upper bound
+        "big": rng.integers(0, 10**6, n) // 1000 * 1000,
+        "sex": rng.choice(["F", "M"], n),
+    })
+
+
+SCHEMA = {"columns": {
+    "kids": {"type": "integer", "min": 0, "max": 52},
+    "spend": {"type": "float", "min": 0, "max": 100000},
+    "capped": {"type": "float", "min": 0, "max": 100},
+    "big": {"type": "integer", "min": 0, "max": 10**6},
+    "sex": {"type": "categorical", "values": ["F", "M"]},
+}}
+
+
+def test_defaults_keep_small_integers_exact_and_bin_the_rest_adaptively():
+    s = Schema.from_dict(SCHEMA)
+    assert s["kids"].binning == "exact" and s["kids"].max_size == 53 and s["kids"].dp_step is None
+    assert s["spend"].binning == "privtree" and s["spend"].adaptive and s["spend"].atoms == (0.0, 100000.0)
+    assert s["big"].binning == "privtree" and s["big"].atoms == (0.0, 10**6)
+    assert s.needs_dp
+    # bins given without binning: uniform, as before; exact refuses bins and float columns
+    assert Schema.from_dict({"columns": {"x": {"type": "float", "min": 0, "max": 1, "bins": 8}}})["x"].binning == "uniform"
+    with pytest.raises(SchemaError, match="exact binning"):
+        Schema.from_dict({"columns": {"x": {"type": "float", "min": 0, "max": 1, "binning": "exact"}}})
+    with pytest.raises(SchemaError, match="no \"bins\""):
+        Schema.from_dict({"columns": {"x": {"type": "integer", "min": 0, "max": 9, "binning": "exact", "bins": 3}}})
+    with pytest.raises(SchemaError, match="outside"):
+        Schema.from_dict({"columns": {"x": {"type": "float", "min": 0, "max": 1, "atoms": [2]}}})
+    assert Schema.from_dict(s.to_dict()) == s  # defaults written out read back the same
+
+
+def test_decoding_does_not_smear_point_masses():
+    df = _frame()
+    enc = TableEncoder(SCHEMA)
+    ds = enc.fit_encode(df, Accountant(1.0), 0.05, np.random.default_rng(0))
+    out = enc.decode(ds.codes, np.random.default_rng(1))
+    assert (out["kids"] == df["kids"]).all()  # exact integers come back exactly
+    # the mass at 0 stays at 0 (not spread over [0, w)), the values clipped to 100 stay at 100
+    np.testing.assert_array_equal(out["spend"] == 0, df["spend"] == 0)
+    np.testing.assert_array_equal(out["capped"] == 100, df["capped"] == 100)
+    assert (out["big"] == 0).sum() == (df["big"] == 0).sum()
+    # an integer bin never decodes to an atom of its column
+    assert ((out["big"] == 0) == (df["big"] == 0)).all()
+
+
+def test_adaptive_privtree_charges_exactly_and_reports_each_share():
+    df = _frame()
+    acc = Accountant(1.0)
+    enc = TableEncoder(SCHEMA)
+    enc.fit(df, acc, 0.06, np.random.default_rng(0), rho_model=0.54)
+    led = [c.to_dict() for c in acc.ledger]
+    # three adaptive columns, each a tree and its leaf counts, each step half the column's third
+    assert [c["mechanism"] for c in led] == ["privtree", "gaussian"] * 3
+    for c in led:
+        rho = c["epsilon"] ** 2 / 2 if c["mechanism"] == "privtree" else c["l2_sensitivity"] ** 2 / (2 * c["sigma"] ** 2)
+        assert math.isclose(rho, c["rho"], rel_tol=1e-12) and math.isclose(c["rho"], 0.01, rel_tol=1e-12)
+    assert math.isclose(acc.rho_spent, 0.06, rel_tol=1e-12)
+    rep = enc.report()
+    assert math.isclose(sum(c.get("rho", 0.0) for c in rep["columns"].values()), rep["rho_spent"], rel_tol=1e-12)
+    assert abs(rep["rows_estimate"] - len(df)) < 300
+    # bins are unions of the tree's leaves, about as many as a 2-way marginal resolves
+    for name in ("spend", "capped", "big"):
+        c = enc.codecs_[name]
+        assert set(c.edges) <= set(c.leaf_edges) and len(c.edges) - 1 <= math.ceil(rep["resolution_bins"])
+    # same public schema, data, budget and seed: same edges
+    enc2 = TableEncoder(SCHEMA).fit(df, Accountant(1.0), 0.06, np.random.default_rng(0), rho_model=0.54)
+    for c in ("spend", "capped", "big"):
+        np.testing.assert_array_equal(enc.codecs_[c].edges, enc2.codecs_[c].edges)
+    # unaffordable: refused before any charge
+    poor = Accountant(0.03)
+    with pytest.raises(BudgetExceededError):
+        TableEncoder(SCHEMA).fit(df, poor, 0.04, np.random.default_rng(0))
+    assert poor.rho_spent == 0 and not poor.ledger
+
+
+def test_decoding_follows_the_noisy_leaf_counts_inside_a_wide_bin():
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.exponential(1000.0, 20000), 90000.0 + rng.random(50)]
+    enc = TableEncoder({"columns": {"x": {"type": "float", "min": 0, "max": 100000}}})
+    ds = enc.fit_encode(pd.DataFrame({"x": x}), Accountant(10.0), 1.0, np.random.default_rng(0), rho_model=0.1)
+    out = enc.decode(ds.codes, np.random.default_rng(1))["x"]
+    # the top bin is wide (few rows), yet its values stay where the leaves hold rows: drawn uniformly
+    # over the bin, its rows alone would move the mean by more than 40%
+    c = enc.codecs_["x"]
+    top = ds.codes[:, 0] == len(c.edges) - 2
+    assert c.edges[-1] - c.edges[-2] > 50000 and top.mean() * (c.edges[-1] + c.edges[-2]) / 2 > 0.4 * x.mean()
+    assert (out > 20000).mean() < 0.01 and abs(out.mean() - x.mean()) < 0.15 * x.mean()
+
+
+def test_adaptive_bins_follow_rows_and_budget():
+    assert resolution_bins(100000, 10, 0.1) > resolution_bins(5000, 10, 0.1) > resolution_bins(5000, 10, 0.001)
+    rng = np.random.default_rng(0)
+    sizes = {}
+    for n, rho in [(2000, 0.002), (50000, 0.5)]:
+        df = pd.DataFrame({"x": rng.gamma(2.0, 10.0, n)})
+        enc = TableEncoder({"columns": {"x": {"type": "float", "min": 0, "max": 1000}}})
+        enc.fit(df, Accountant(1.0), rho, np.random.default_rng(1))
+        sizes[n] = len(enc.codecs_["x"].edges) - 1
+    assert sizes[2000] < sizes[50000] <= 64
+
+
+def test_too_fine_public_bins_are_warned_about():
+    df = _frame(800)
+    spec = json.loads(json.dumps(SCHEMA))
+    spec["columns"]["capped"]["bins"] = 200  # uniform, far finer than 800 rows at this budget resolve
+    enc = TableEncoder(spec).fit(df, Accountant(1.0), 0.001, np.random.default_rng(0))
+    assert any("'capped'" in w and "200" in w for w in enc.report()["warnings"])
+
+
+def test_merge_leaves_makes_contiguous_groups_of_equal_mass():
+    g = merge_leaves(np.array([100, 100, 100, 100, 0, 0, 0, 1]), 2)
+    assert g.tolist() == [0, 0, 1, 1, 1, 1, 1, 1]
+    assert merge_leaves(np.array([-5.0, -1.0]), 4).tolist() == [0, 0]  # no mass: one bin
+    assert merge_leaves(np.ones(10), 100).tolist() == list(range(10))  # never more groups than leaves
+
+
+# ----------------------------------------------------------------------------- draft schemas
+def test_draft_schema_is_marked_and_refused_unless_allowed(tmp_path):
+    df = _frame(300)
+    spec, _ = draft_schema(df)
+    assert spec["draft"] is True and "bins" not in spec["columns"]["spend"]
+    s = Schema.from_dict(spec)
+    assert s.draft and Schema.from_dict(s.to_dict()).draft
+    with pytest.raises(SchemaError, match="draft"):
+        Independent(rho=0.5, seed=0, iters=20).fit(df, spec)
+    m = Independent(rho=0.5, seed=0, iters=20).fit(df, spec, allow_draft_schema=True)
+    assert len(m.sample(10)) == 10
+    # CLI: refused before any work, accepted with the explicit flag
+    df.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "s.json").write_text(json.dumps(spec))
+    args = ["synth", str(tmp_path / "in.csv"), "--schema", str(tmp_path / "s.json"), "--method", "mst",
+            "-o", str(tmp_path / "out.csv"), "--seed", "0"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code != 0 and "draft" in r.output and not (tmp_path / "out.csv").exists()
+    r = CliRunner().invoke(app, args + ["--allow-draft-schema"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "out.csv").exists()
+
+
+def test_identifier_heuristic_ignores_distinct_continuous_values():
+    rng = np.random.default_rng(0)
+    n = 200
+    df = pd.DataFrame({
+        "amount": rng.gamma(2.0, 1000.0, n),  # all distinct, continuous: not an identifier
+        "salary": rng.choice(10**7, n, replace=False),  # distinct integers spread widely: not a key
+        "rowno": np.arange(1000, 1000 + n),  # a counter: an identifier
+        "code": [f"k{i:05d}" for i in rng.permutation(n)],  # distinct strings: an identifier
+        "client_id": rng.integers(0, 5, n),  # named like one
+    })
+    _, notes = draft_schema(df)
+    flagged = {c for c in df.columns if any(f"{c!r}" in x and "identifier" in x for x in notes)}
+    assert flagged == {"rowno", "code", "client_id"}
+
+
+# ----------------------------------------------------------------------------- raw-value zeros
+def _pregnancy(n=2000, seed=0):
+    rng = np.random.default_rng(seed)
+    sex = rng.choice(["male", "female"], n)
+    preg = np.where((sex == "female") & (rng.random(n) < 0.3), "yes", "no")
+    return pd.DataFrame({"sex": sex, "pregnant": preg, "age": rng.integers(18, 60, n)})
+
+
+PREG_SCHEMA = {"columns": {"sex": {"type": "categorical", "values": ["female", "male"]},
+                           "pregnant": {"type": "categorical", "values": ["no", "yes"]},
+                           "age": {"type": "integer", "min": 0, "max": 99}}}
+
+
+def test_raw_value_structural_zeros_hold_in_the_synthetic_data(tmp_path):
+    df = _pregnancy()
+    zeros = [{"attrs": ["sex", "pregnant"], "cells": [["male", "yes"]]}]
+    m = AIM(epsilon=0.5, delta=1e-9, seed=0, workload="all-2way", rounds=6, iters=50, final_iters=100)
+    m.fit(df, PREG_SCHEMA, zeros=zeros)
+    assert len(m.zeros_) == 1 and m.zeros_[0].cells == 1
+    syn = m.sample(5000)
+    assert not ((syn["sex"] == "male") & (syn["pregnant"] == "yes")).any()
+    # a value that is not in the schema is refused before any budget is spent
+    bad = Independent(rho=0.5, seed=0, iters=20)
+    with pytest.raises(DataError, match="'pregnant'.*'maybe'"):
+        bad.fit(df, PREG_SCHEMA, zeros=[{"attrs": ["sex", "pregnant"], "cells": [["male", "maybe"]]}])
+    assert not hasattr(bad, "accountant_")
+    # CLI: --zeros holds raw values with --schema
+    df.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "s.json").write_text(json.dumps(PREG_SCHEMA))
+    (tmp_path / "z.json").write_text(json.dumps(zeros))
+    r = CliRunner().invoke(app, ["synth", str(tmp_path / "in.csv"), "--schema", str(tmp_path / "s.json"),
+                                 "--zeros", str(tmp_path / "z.json"), "--method", "mst", "--seed", "0",
+                                 "--rows", "3000", "-o", str(tmp_path / "o.csv")])
+    assert r.exit_code == 0, r.output
+    out = pd.read_csv(tmp_path / "o.csv")
+    assert not ((out["sex"] == "male") & (out["pregnant"] == "yes")).any()
+
+
+def test_zero_cells_without_a_code_of_their_own_are_left_out():
+    df = _frame(500)
+    enc = TableEncoder(SCHEMA)
+    enc.fit(df, Accountant(1.0), 0.05, np.random.default_rng(0))
+    z = enc.structural_zeros([{"attrs": ["sex", "kids"], "cells": [["M", 3]]},
+                              {"attrs": ["sex", "spend"], "cells": [["M", 0], ["M", 1234.5]]}])
+    assert [zz.cells for zz in z] == [1, 1]  # 1234.5 lies inside a bin: left out, with a note
+    assert len(enc.zero_notes_) == 1 and "spend" in enc.zero_notes_[0]
+    with pytest.raises(DataError, match="outside"):
+        enc.check_zeros([{"attrs": ["sex", "spend"], "cells": [["M", -5]]}])
+
+
+# ----------------------------------------------------------------------------- HMEQ through the defaults
+def test_hmeq_defaults_keep_the_mortdue_value_correlation():
+    raw, schema = datasets.load("hmeq")
+    assert schema.needs_dp and not schema.draft
+    m = AIM(epsilon=1.0, delta=1e-9, seed=0).fit(raw, schema)
+    syn = m.sample()
+    real = raw[["MORTDUE", "VALUE"]].dropna().corr().iloc[0, 1]
+    got = syn[["MORTDUE", "VALUE"]].dropna().corr().iloc[0, 1]
+    assert real > 0.85 and got >= 0.7, got
+    pre = [c for c in m.privacy_report()["ledger"] if c["what"].startswith(("PrivTree", "bin counts"))]
+    assert math.isclose(sum(c["rho"] for c in pre), m.rho_preprocess_, rel_tol=1e-12)
+    assert math.isclose(m.accountant_.rho_spent, m.rho_total, rel_tol=1e-9)
+
+
+def test_adaptive_binning_honours_discrete_noise():
+    """noise="discrete" reaches the new binning: PrivTree with discrete Laplace (integer threshold)
+    and the noisy leaf counts with the discrete Gaussian, at the same charges."""
+    from privmarg.preprocess import TableEncoder
+    from privmarg.privacy import Accountant
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": np.clip(rng.gamma(2.0, 50.0, 3000), 0, 1000)})
+    schema = {"columns": {"x": {"type": "float", "min": 0, "max": 1000}}}
+    ledgers = {}
+    for noise in ("continuous", "discrete"):
+        acc = Accountant(1.0, "add_remove")
+        enc = TableEncoder(schema)
+        enc.fit(df, acc, 0.1, np.random.default_rng(1), noise=noise)
+        assert enc.codecs_["x"].leaf_edges is not None
+        ledgers[noise] = [c.to_dict() for c in acc.ledger]
+    cont, disc = ledgers["continuous"], ledgers["discrete"]
+    assert [e["mechanism"] for e in cont] == ["privtree", "gaussian"]
+    assert [e["mechanism"] for e in disc] == ["privtree_discrete", "discrete_gaussian"]
+    assert [e["rho"] for e in disc] == pytest.approx([e["rho"] for e in cont])
+    assert float(disc[0]["threshold"]).is_integer()
