@@ -64,8 +64,18 @@ def test_budget_by_phase_adds_up_to_the_spend():
               {"what": "rare-category counts JOB", "mechanism": "gaussian", "rho": 0.05},
               {"what": "MST tree edge", "mechanism": "exponential", "rho": 0.2},
               {"what": "MST 2-way a,b", "mechanism": "gaussian", "rho": 0.4}]
-    b = budget_by_phase(ledger)
+    b = budget_by_phase({"ledger": ledger, "preprocessing_charges": 2})
     assert b == pytest.approx({"preprocessing": 0.15, "selection": 0.2, "measurement": 0.4})
+
+
+def test_the_report_splits_the_budget_where_preprocessing_ended(hmeq_run):
+    """Phases come from the ledger's order, not from charge names: the adaptive bins' noisy counts
+    (Gaussian) are preprocessing, and saved models keep the split."""
+    mst = hmeq_run[0]
+    rep = mst.privacy_report()
+    assert rep["rho_by_phase"]["preprocessing"] == pytest.approx(mst.rho_preprocess_, rel=1e-12)
+    assert rep["rho_by_phase"]["preprocessing"] > 0
+    assert sum(rep["rho_by_phase"].values()) == pytest.approx(rep["rho_spent"], rel=1e-12)
 
 
 def test_page_shows_baseline_budget_and_notes(hmeq_run):
@@ -73,7 +83,7 @@ def test_page_shows_baseline_budget_and_notes(hmeq_run):
     result = evaluate(real, synth, baseline=True, metrics=["tv_1way", "tv_2way", "covariance_error"])
     assert set(result["baseline"]) >= {"tv_2way", "covariance_error"} and result["baseline"]["tv_1way"] == 0.0
     result["clipped_values"] = {"real": {"LOAN": 3}}
-    budget = budget_by_phase(mst.privacy_report()["ledger"])
+    budget = budget_by_phase(mst.privacy_report())
     assert sum(budget.values()) == pytest.approx(mst.privacy_report()["rho_spent"], rel=1e-12)
     page = render_html(result, real, synth, labels=code_labels(enc), budget=budget, notes=["a note"],
                        measured=[m["attrs"] for m in mst.measurements_report()])

@@ -65,14 +65,7 @@ class AuditResult:
 def neighbouring_tables(data: Dataset, row: Any, neighbour: str) -> tuple[Dataset, Dataset]:
     """``(D, D')``: ``D'`` is ``D`` plus ``row`` (add/remove) or ``D`` with its first record replaced
     by ``row`` (replace-one)."""
-    check_neighbour(neighbour)
-    row = np.asarray(row, dtype=data.codes.dtype).reshape(1, -1)
-    if neighbour == "add_remove":
-        other = np.vstack([data.codes, row])
-    else:
-        other = data.codes.copy()
-        other[0] = row[0]
-    return data, Dataset(other, data.domain)
+    return data, data.neighbour(row, check_neighbour(neighbour))
 
 
 def likelihood_ratio_score(measurements: list[Measurement], d: Dataset, d_prime: Dataset) -> float:

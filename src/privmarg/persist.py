@@ -255,6 +255,7 @@ class SavedSynthesizer(Released):
         self.measurements_ = measurements
         self.zeros_ = zeros
         self.public_rows_ = info["public_rows"]
+        self.preprocess_charges_ = int(info["privacy"].get("preprocessing_charges", 0))
         self.log_ = list(info.get("rounds") or [])
         self.sample_rng_ = np.random.default_rng()
 

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .privacy import rho_by_phase
+
 
 _UNSET = object()
 
@@ -178,6 +180,8 @@ class Released:
         self._check_fitted()
         out = self.accountant_.to_dict()
         out["noise"] = getattr(self, "noise", "continuous")  # the noise kind asked for
+        out["preprocessing_charges"] = int(getattr(self, "preprocess_charges_", 0))
+        out["rho_by_phase"] = rho_by_phase(out["ledger"], out["preprocessing_charges"])
         if out["delta"] is not None:
             out["epsilon_spent"] = self.accountant_.epsilon_spent(out["delta"]) if out["rho_spent"] > 0 else 0.0
         return out

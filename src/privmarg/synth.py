@@ -157,6 +157,7 @@ class Synthesizer(Released):
         self.zeros_ = list(zeros or [])
         check_zeros(self.zeros_, source.domain)  # zeros forbidding every record: before measuring
         self.rho_preprocess_ = accountant.rho_spent
+        self.preprocess_charges_ = len(accountant.to_dict()["ledger"])  # the ledger's first charges
         self.rho_available_ = self.rho_total - self.rho_preprocess_
         # the record count is public only under replace-one
         self.public_rows_ = int(source.count()) if self.neighbour == "replace_one" else None

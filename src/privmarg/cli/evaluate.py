@@ -40,9 +40,9 @@ def _read_run_report(path: Path, dp_grid: bool) -> dict:
                 "categories under DP, and they were released on that grid, not the public one")
         bounds = None
     measured = [tuple(m["attrs"]) for m in rep.get("measurements") or [] if m.get("attrs")]
-    ledger = (rep.get("privacy") or {}).get("ledger")
+    privacy = rep.get("privacy") or {}
     return {"run": run, "bounds": bounds, "note": note, "measured": measured or None,
-            "budget": budget_by_phase(ledger) if ledger else None}
+            "budget": budget_by_phase(privacy) if privacy.get("ledger") else None}
 
 
 def evaluate_cmd(

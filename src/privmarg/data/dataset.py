@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -78,6 +79,18 @@ class Dataset:
     def take(self, rows: np.ndarray) -> "Dataset":
         """The records at positions ``rows`` (a split or subsample of the table)."""
         return Dataset(self.codes[rows], self.domain, validate=False)
+
+    def neighbour(self, row: Any, relation: str) -> "Dataset":
+        """A neighbouring table: this one plus ``row`` (``"add_remove"``) or with its first record
+        replaced by ``row`` (``"replace_one"``); for privacy audits and tests."""
+        row = np.asarray(row, dtype=self.codes.dtype).reshape(1, -1)
+        if relation == "add_remove":
+            return Dataset(np.vstack([self.codes, row]), self.domain)
+        if relation == "replace_one":
+            other = self.codes.copy()
+            other[0] = row[0]
+            return Dataset(other, self.domain)
+        raise ValueError(f"unknown neighbouring relation {relation!r}: add_remove or replace_one")
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.codes, columns=list(self.domain.attrs))

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..data import Dataset
+from ..privacy import rho_by_phase
 from ..core import all_kway
 from .metrics import (
     conditional_query_error,
@@ -144,24 +145,12 @@ def independence_baseline(real: Dataset, seed: int = 0) -> Dataset:
     return Dataset(codes, real.domain, validate=False)
 
 
-PHASES = ("preprocessing", "selection", "measurement")
-
-
-def budget_by_phase(ledger: Sequence[dict]) -> dict[str, float]:
-    """ρ of a privacy ledger (``privacy_report()["ledger"]``) summed by phase: preprocessing (PrivTree
-    bins, rare-category counts), selection (exponential mechanism, top-q), measurement (Gaussian
-    marginals)."""
-    out = dict.fromkeys(PHASES, 0.0)
-    for e in ledger:
-        what, mech = str(e.get("what", "")).lower(), str(e.get("mechanism", "")).lower()
-        if mech in ("privtree", "laplace") or "privtree" in what or "rare" in what:
-            phase = "preprocessing"
-        elif mech in ("exponential", "gumbel", "top_q", "report_noisy_max"):
-            phase = "selection"
-        else:
-            phase = "measurement"
-        out[phase] += float(e.get("rho", 0.0))
-    return out
+def budget_by_phase(privacy: dict) -> dict[str, float]:
+    """ρ by phase (preprocessing, selection, measurement) of a privacy report
+    (``privacy_report()`` or a synth report's ``"privacy"``); see :func:`privmarg.privacy.rho_by_phase`."""
+    if "rho_by_phase" in privacy:
+        return dict(privacy["rho_by_phase"])
+    return rho_by_phase(privacy.get("ledger") or [], int(privacy.get("preprocessing_charges", 0)))
 
 
 # ------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Every access to private data goes through a primitive in :mod:`.primitives`, whi
 cost to an :class:`Accountant` before releasing anything (SPEC §1).
 """
 
-from .accountant import Accountant, BudgetExceededError, Charge, recompute_rho
+from .accountant import Accountant, BudgetExceededError, Charge, recompute_rho, rho_by_phase
 from .calibrate import RoundPlan, even_epsilon, even_sigma, preprocess_budget, round_plan
 from .discrete import (
     NOISES,
@@ -46,6 +46,7 @@ __all__ = [
     "even_sigma",
     "preprocess_budget",
     "recompute_rho",
+    "rho_by_phase",
     "round_plan",
     "cdp_delta",
     "cdp_eps",

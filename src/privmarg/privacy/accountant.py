@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,23 @@ def recompute_rho(entry: dict) -> float:
             raise ValueError(f"inconsistent PrivTree calibration in {entry.get('what')!r}")
         return eps**2 / 2.0
     raise ValueError(f"cannot recompute the cost of mechanism {mech!r}")
+
+
+PHASES = ("preprocessing", "selection", "measurement")
+SELECTION_MECHANISMS = ("exponential", "gumbel_top_q")
+
+
+def rho_by_phase(ledger: Sequence[dict], preprocessing: int = 0) -> dict[str, float]:
+    """ρ (zCDP) of a ledger (``Accountant.to_dict()["ledger"]``) summed by phase: its first
+    ``preprocessing`` charges are DP preprocessing (PrivTree bins, noisy bin counts, rare
+    categories); of the rest, exponential-mechanism and top-q charges are selection and everything
+    else measurement."""
+    out = dict.fromkeys(PHASES, 0.0)
+    for i, e in enumerate(ledger):
+        phase = ("preprocessing" if i < preprocessing else
+                 "selection" if e.get("mechanism") in SELECTION_MECHANISMS else "measurement")
+        out[phase] += float(e.get("rho", 0.0))
+    return out
 
 
 class Accountant:
