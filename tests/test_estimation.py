@@ -110,7 +110,7 @@ def random_case(seed, n_attrs):
 
 
 @pytest.mark.parametrize("kind", sorted(CLIQUE_SETS))
-@pytest.mark.parametrize("seed,method", [(0, "precond"), (1, "precond"), (0, "md")])
+@pytest.mark.parametrize("seed,method", [(0, "precond"), (1, "precond"), (0, "md"), (1, "momentum")])
 def test_noiseless_measurements_reproduced_and_maxent(kind, seed, method):
     cliques = CLIQUE_SETS[kind]
     n_attrs = max(4, len({a for c in cliques for a in c}))
@@ -147,7 +147,8 @@ def noisy_case(kind):
 
 
 @pytest.mark.parametrize("kind", sorted(CLIQUE_SETS))
-@pytest.mark.parametrize("method,maps", [("precond", "sparse"), ("md", "sparse"), ("precond", "dense")])
+@pytest.mark.parametrize("method,maps", [("precond", "sparse"), ("md", "sparse"), ("precond", "dense"),
+                                         ("momentum", "sparse"), ("momentum", "dense")])
 def test_noisy_loss_matches_brute_force_optimum(kind, method, maps, monkeypatch):
     # the clique <-> potential maps: CSR for small cliques, numpy sums for big ones (forced here)
     monkeypatch.setattr(estimation_module, "DENSE_CLIQUE_CELLS", 0 if maps == "dense" else 10**12)
@@ -199,6 +200,33 @@ def test_warm_start_continues_from_potentials():
     cold = estimate(dom, ms, total=N, iters=3)
     assert again.info.loss <= first.info.loss * (1 + 1e-6)
     assert again.info.loss < cold.info.loss
+
+
+def test_momentum_warm_start_and_zeros():
+    rng, dom, P = random_case(6, 4)
+    zero_mask = np.zeros(dom.sizes(("a", "b")), dtype=bool)
+    zero_mask[0, 1] = True
+    N = 3000.0
+    ms = [Measurement(c, joint_marginal(P, dom, c) * N + rng.normal(0, 10, dom.size(c)), 10.0)
+          for c in [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")]]
+    z = [StructuralZero(("a", "b"), zero_mask)]
+    first = estimate(dom, ms, total=N, iters=300, zeros=z, method="momentum")
+    ab = first.project(("a", "b")).reshape(dom.sizes(("a", "b")))
+    assert np.all(ab[zero_mask] == 0.0) and ab[~zero_mask].min() > 0
+    again = estimate(dom, ms, total=N, iters=5, zeros=z, warm=first.potentials, step=first.step_size, method="momentum")
+    assert again.info.loss <= first.info.loss * (1 + 1e-9)
+    md = estimate(dom, ms, total=N, iters=2000, tol=1e-12, zeros=z, method="md")
+    assert first.info.loss <= md.info.loss * 1.001
+
+
+def test_momentum_needs_fewer_passes_than_mirror_descent():
+    """One belief-propagation pass per step, and a lower loss than plain mirror descent at the same
+    number of passes on a noisy problem whose optimum is known (the reason it is the default)."""
+    dom, ms, N, best = noisy_case("overlapping")
+    md = estimate(dom, ms, total=N, iters=30, tol=0, method="md")
+    mom = estimate(dom, ms, total=N, iters=md.info.evaluations // 2, tol=0, method="momentum")
+    assert mom.info.evaluations <= md.info.evaluations
+    assert mom.info.loss - best < 0.05 * (md.info.loss - best)  # measured: 0.0085 vs 0.82
 
 
 def test_structural_zeros_stay_zero_in_model_and_samples():
@@ -259,7 +287,7 @@ def test_dataset_marginals_follow_the_order_asked():
         data.project(["a", "zz"])
 
 
-@pytest.mark.parametrize("method", ["precond", "md"])
+@pytest.mark.parametrize("method", ["precond", "md", "momentum"])
 def test_overlong_trial_step_is_rejected_not_fatal(method):
     # a step so long that the potentials overflow (seen in JAM with equal weights on big cliques):
     # the trial must be rejected and the step shrunk, ending at the same optimum as a sane start

@@ -29,8 +29,8 @@ class AIM(Synthesizer):
     weight)); ``max_model_size`` in MB (2**20 bytes) of the final junction tree; ``rounds`` (T, sizing
     the initial split; default 16·d); ``alpha`` the share of each round for measurement; ``iters``
     mirror-descent iterations per round (warm started) and ``final_iters`` for the last fit;
-    ``refit_method``: the estimator's step for the warm-started refits and the final fit (``"md"``,
-    plain mirror descent, or ``"precond"``; the first, cold fit is always preconditioned).
+    ``refit_method``: the estimator's step rule for every fit (``"momentum"``, the default;
+    ``"md"``, plain mirror descent, whose cold first fit is preconditioned; or ``"precond"``).
 
     Privacy: ``rho``-zCDP in total, spent exactly; each round charges one exponential mechanism
     (ε²/8) and one Gaussian marginal (Δ₂²/(2σ²)). ``error_bound`` costs nothing more.
@@ -38,13 +38,14 @@ class AIM(Synthesizer):
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
                  max_model_size: float = 80.0, rounds: int | None = None, alpha: float = 0.9,
-                 iters: int = 250, final_iters: int = 1000, tol: float = 1e-4, refit_method: str = "md",
+                 iters: int = 250, final_iters: int = 1000, tol: float = 1e-4, refit_method: str = "momentum",
                  generator: Any = None, **kw):
         if refit_method not in METHODS:
             raise ValueError(f"refit_method must be one of {METHODS}")
         self.workload, self.max_model_size, self.rounds, self.alpha = workload, float(max_model_size), rounds, alpha
         self.iters, self.final_iters, self.tol, self.refit_method = iters, final_iters, tol, refit_method
-        loop = PGM(iters=iters, tol=tol, method=refit_method, cold_method="precond")
+        loop = PGM(iters=iters, tol=tol, method=refit_method,
+                   cold_method="precond" if refit_method == "md" else refit_method)
         sel = AIMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, loop=loop)
         gen = generator if generator is not None else PGM(iters=final_iters, tol=tol / 10, method=refit_method)
         super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)

@@ -17,7 +17,7 @@ class PGM:
     """Fit a :class:`GraphicalModel` to the measurements with :func:`estimate`.
 
     ``iters``: cap on optimiser iterations; ``tol``: relative loss change over 10 iterations that
-    stops it; ``method``: ``"precond"`` or ``"md"`` (see :func:`estimate`), and ``cold_method`` the
+    stops it; ``method``: ``"momentum"``, ``"md"`` or ``"precond"`` (see :func:`estimate`), and ``cold_method`` the
     one for a fit that is not warm-started (default: ``method``). A ``warm`` model (a
     :class:`GraphicalModel` of an earlier fit) starts the fit from its potentials and step size.
     Post-processing: no privacy cost.
@@ -25,7 +25,7 @@ class PGM:
 
     name = "pgm"
 
-    def __init__(self, iters: int = 1000, tol: float = 1e-7, method: str = "precond", cold_method: str | None = None):
+    def __init__(self, iters: int = 1000, tol: float = 1e-7, method: str = "momentum", cold_method: str | None = None):
         for m in (method, cold_method or method):
             if m not in METHODS:
                 raise ValueError(f"method must be one of {METHODS}")
