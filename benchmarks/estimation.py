@@ -5,7 +5,12 @@ sigma=10, seed 0; total estimated from the measurements (add/remove setting). Bo
 minimise the same loss L = Σ ||M_r(p) − y_r||² / (2σ²); the loss of each engine's iterates is
 recorded against wall time. The reference optimum L* is the lowest loss any run reached.
 
-Run:  .venv/bin/python benchmarks/estimation.py [--seconds 60] [--out benchmarks/results/estimation.json]
+``--problem fire`` fits fire's 3.6 MB model of benchmarks/clique_maps.py instead (15 one-way and 28
+two-way marginals, σ = 50, known total), ``--problem fire93`` its 93 MB model (two more pairs).
+Versions (numpy, jax, jaxlib, mbi), the CPU affinity and the load average go into the results.
+
+Run:  taskset -c 1 .venv/bin/python benchmarks/estimation.py [--seconds 60] [--problem adult]
+      [--engines momentum md precond mbi] [--out benchmarks/results/estimation.json]
 (mbi comes with `make bench-deps`; without it only privmarg rows are produced.)
 """
 
@@ -42,7 +47,31 @@ def measurements(sigma=10.0, seed=0):
     return dom, ms
 
 
-def run_privmarg(dom, ms, method, seconds):
+def problem(name):
+    """(domain, measurements, total or None) of a benchmark problem."""
+    if name == "adult":
+        return (*measurements(), None)
+    from clique_maps import CLIQUES, EXTRA, fire_measurements
+
+    dom, data, ms = fire_measurements(CLIQUES + (EXTRA if name == "fire93" else []))
+    return dom, ms, float(len(data))
+
+
+def machine_notes():
+    import os
+    import platform
+
+    notes = {"numpy": np.__version__, "python": platform.python_version(),
+             "cpu_affinity": sorted(os.sched_getaffinity(0)), "loadavg_at_start": os.getloadavg()}
+    for mod in ("jax", "jaxlib", "mbi"):
+        try:
+            notes[mod] = __import__(mod).__version__
+        except (ImportError, AttributeError):
+            notes[mod] = None
+    return notes
+
+
+def run_privmarg(dom, ms, method, seconds, total=None):
     from privmarg import estimate
 
     trace = []
@@ -55,20 +84,20 @@ def run_privmarg(dom, ms, method, seconds):
         trace.append((it, time.perf_counter() - t0, loss))
 
     # iteration cap chosen so the run ends near the time budget
-    probe = estimate(dom, ms, iters=20, tol=0, method=method)
+    probe = estimate(dom, ms, iters=20, tol=0, method=method, total=total)
     per_iter = probe.info.seconds / 20
     t0 = time.perf_counter()
-    estimate(dom, ms, iters=max(50, int(seconds / per_iter)), tol=0, method=method, callback=cb)
+    estimate(dom, ms, iters=max(50, int(seconds / per_iter)), tol=0, method=method, callback=cb, total=total)
     return trace
 
 
-def run_mbi(dom, ms, seconds):
+def run_mbi(dom, ms, seconds, total=None):
     from peers import mbi_estimate
 
     meas = [(m.attrs, m.y, m.sigma) for m in ms]
-    probe = mbi_estimate(dom.to_dict(), meas, None, 200, warmup=True)
+    probe = mbi_estimate(dom.to_dict(), meas, total, 50, warmup=True)
     per_iter = probe["seconds"] / probe["iters"]
-    r = mbi_estimate(dom.to_dict(), meas, None, max(50, int(seconds / per_iter)), warmup=True, trace=True)
+    r = mbi_estimate(dom.to_dict(), meas, total, max(50, int(seconds / per_iter)), warmup=True, trace=True)
     return [(it, s, loss) for it, s, loss in r["trace"]], r["compile_seconds"]
 
 
@@ -82,20 +111,25 @@ def time_to(trace, target):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0, help="wall-time budget per engine run")
+    ap.add_argument("--problem", default="adult", choices=["adult", "fire", "fire93"])
+    ap.add_argument("--engines", nargs="+", default=["momentum", "md", "precond", "mbi"])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "estimation.json"))
     args = ap.parse_args()
-    dom, ms = measurements()
+    dom, ms, total = problem(args.problem)
     runs = {}
-    for method in ("precond", "md"):
-        runs[f"privmarg-{method}"] = run_privmarg(dom, ms, method, args.seconds)
-        print(f"privmarg-{method}: {len(runs[f'privmarg-{method}'])} iterations, final loss "
-              f"{runs[f'privmarg-{method}'][-1][2]:.1f}", flush=True)
-    notes = {}
-    try:
-        runs["mbi-2.0.0"], notes["mbi_compile_seconds"] = run_mbi(dom, ms, args.seconds)
-        print(f"mbi: final loss {runs['mbi-2.0.0'][-1][2]:.1f}", flush=True)
-    except ImportError as e:
-        notes["mbi"] = f"skipped: {e}"
+    notes = machine_notes()
+    notes["problem"] = args.problem
+    for engine in args.engines:  # in the order given: alternate orders across runs to cancel drift
+        if engine == "mbi":
+            try:
+                runs["mbi-2.0.0"], notes["mbi_compile_seconds"] = run_mbi(dom, ms, args.seconds, total)
+                print(f"mbi: final loss {runs['mbi-2.0.0'][-1][2]:.1f}", flush=True)
+            except ImportError as e:
+                notes["mbi"] = f"skipped: {e}"
+            continue
+        runs[f"privmarg-{engine}"] = run_privmarg(dom, ms, engine, args.seconds, total)
+        print(f"privmarg-{engine}: {len(runs[f'privmarg-{engine}'])} iterations, final loss "
+              f"{runs[f'privmarg-{engine}'][-1][2]:.1f}", flush=True)
     best = min(loss for tr in runs.values() for _, _, loss in tr)
     rows = []
     for name, tr in runs.items():

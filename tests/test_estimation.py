@@ -315,7 +315,7 @@ def test_precond_does_not_saturate_on_a_dominant_cell():
           Measurement(("capital-gain", "capital-loss"), public.project(("capital-gain", "capital-loss")) * N / len(public),
                       None, source="public", weight=1.0)]
     best = estimate(dom, ms, total=N, iters=2000, tol=1e-12, method="md")
-    fit = estimate(dom, ms, total=N, iters=100, tol=1e-6)
+    fit = estimate(dom, ms, total=N, iters=100, tol=1e-6, method="precond")
     assert fit.info.loss <= best.info.loss * 1.01 + 1.0
 
 

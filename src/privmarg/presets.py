@@ -159,8 +159,8 @@ class JAM(Synthesizer):
         self.iters, self.final_iters, self.tol, self.weighting, self.warm_start = (
             iters, final_iters, tol, weighting, warm_start)
         sel = JAMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, weighting=weighting,
-                          warm_start=warm_start, loop=PGM(iters=iters, tol=tol))
-        gen = generator if generator is not None else PGM(iters=final_iters, tol=tol / 10)
+                          warm_start=warm_start, loop=PGM(iters=iters, tol=tol, method="precond"))
+        gen = generator if generator is not None else PGM(iters=final_iters, tol=tol / 10, method="precond")
         super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
         if self.neighbour != "replace_one":
             raise ValueError("JAM needs replace-one neighbours: the public answers are rescaled by the "

@@ -75,11 +75,11 @@ def check_rounds(name: str, x: Any, allow_none: bool = True) -> int | None:
     return int(x)
 
 
-def default_loop():
+def default_loop(**kw):
     """The default model in the loop: a graphical model (imported late: generate sits beside select)."""
     from ..generate.pgm import PGM
 
-    return PGM(iters=1000, tol=1e-7)
+    return PGM(iters=1000, tol=1e-7, **kw)
 
 
 def one_ways(domain: Domain) -> list[Clique]:

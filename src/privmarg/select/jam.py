@@ -15,7 +15,7 @@ import numpy as np
 from ..core import Measurement
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
 from .adaptive import SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState
-from .base import check_fraction, check_rounds
+from .base import check_fraction, check_rounds, default_loop
 
 WEIGHTINGS = ("equal", "mle", "inv_sigma")
 
@@ -43,7 +43,9 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
 
     def __init__(self, workload: Any = "all-3way", *, rounds: int = 30, alpha: float = 0.2,
                  max_model_size: float = 80.0, weighting: str = "equal", warm_start: bool = True, loop: Any = None):
-        super().__init__(loop, max_model_size)
+        # exact public marginals full of empty cells next to noisy private ones: the preconditioned
+        # step reaches the optimum ~100x faster there than the momentum step (test_estimation)
+        super().__init__(loop if loop is not None else default_loop(method="precond"), max_model_size)
         self.warm_start = bool(warm_start)
         self.workload = workload
         self.rounds = check_rounds("rounds", rounds, allow_none=False)
