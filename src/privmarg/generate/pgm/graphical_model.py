@@ -48,7 +48,7 @@ class _Plan:
 
 
 def belief_propagation(plan: _Plan, theta: list[np.ndarray], total: float, out: list[np.ndarray] | None = None):
-    """Calibrate the tree (Hugin-style, log space). Returns (marginals scaled to ``total``, log Z, log beliefs).
+    """Calibrate the tree (Hugin-style, log space). Returns (marginals scaled to ``total``, log Z, None).
 
     ``out``: arrays (one per clique) to write the marginals into, e.g. views of one flat buffer.
     """
@@ -58,7 +58,9 @@ def belief_propagation(plan: _Plan, theta: list[np.ndarray], total: float, out: 
 
 def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
     n = len(theta)
-    b = list(theta)
+    b = list(theta)  # log beliefs of the upward pass (a parent collects its children's messages)
+    e: list[np.ndarray | None] = [None] * n  # exp(belief − shift[i]), made once per clique and pass
+    shift = [0.0] * n
     up: list[np.ndarray | None] = [None] * n
     up_inf = [False] * n
     for p, c in reversed(plan.edges):
@@ -68,37 +70,47 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
         m = bc.max()
         if not np.isfinite(m):
             raise FloatingPointError("the model puts zero mass everywhere (contradictory structural zeros?)")
+        ec = np.exp(bc - m)
+        e[c], shift[c] = ec, float(m)
         ax = plan.child_axes[c]
-        msg = (np.log(np.exp(bc - m).sum(axis=ax)) if ax else bc.copy()) + m
+        msg = (np.log(ec.sum(axis=ax)) + m) if ax else bc.copy()
         up_inf[c] = not np.isfinite(msg).all()
         msg = msg.reshape(plan.in_parent[c])
         up[c] = msg
-        b[p] = b[p] + msg
-    mu: list[np.ndarray | None] = [None] * n
-    mx = [0.0] * n
+        b[p] = b[p] + msg if b[p] is theta[p] else np.add(b[p], msg, out=b[p])
     log_z = None
     for i in plan.bfs:
-        bi = b[i]
-        m = float(np.max(bi))
-        if not np.isfinite(m):
-            raise FloatingPointError("the model puts zero mass everywhere (contradictory structural zeros?)")
-        e = np.exp(bi - m)
+        if e[i] is None:  # the root: no upward message computed its exponential
+            m = float(np.max(b[i]))
+            if not np.isfinite(m):
+                raise FloatingPointError("the model puts zero mass everywhere (contradictory structural zeros?)")
+            e[i], shift[i] = np.exp(b[i] - m), m
+        ei, m = e[i], shift[i]
         if log_z is None:
-            log_z = float(np.log(e.sum()) + m)
-        mx[i] = m
-        mu[i] = e
+            log_z = float(np.log(ei.sum()) + m)
         for c in plan.children[i]:
             ax = plan.parent_axes[c]
-            sep = (np.log(e.sum(axis=ax)) if ax else np.log(e)) + m
+            sep = (np.log(ei.sum(axis=ax)) if ax else np.log(ei)) + m
             upc = up[c].reshape(plan.in_child[c])
             down = sep.reshape(plan.in_child[c]) - upc
             if up_inf[c]:  # -inf - -inf on zero-mass separator cells
                 down = np.where(np.isneginf(upc), -np.inf, down)
-            b[c] = b[c] + down
+            # the child's belief is its upward one plus a separator-sized message: scale its
+            # exponential by exp(message) instead of exponentiating the whole clique again
+            s = float(np.max(down))
+            if not np.isfinite(s):
+                raise FloatingPointError("the model puts zero mass everywhere (contradictory structural zeros?)")
+            ec = np.multiply(e[c], np.exp(down - s), out=e[c])
+            shift[c] += s
+            if not ec.max() > 1e-250:  # the two peaks far apart: redo it in log space, exactly
+                bc = b[c] + down
+                shift[c] = float(np.max(bc))
+                e[c] = np.exp(bc - shift[c])
+    mu: list[np.ndarray] = []
     for i in range(n):
-        scale = np.exp(mx[i] - log_z) * total
-        mu[i] = np.multiply(mu[i], scale, out=out[i]) if out is not None else mu[i] * scale
-    return mu, log_z, b
+        scale = np.exp(shift[i] - log_z) * total
+        mu.append(np.multiply(e[i], scale, out=out[i]) if out is not None else e[i] * scale)
+    return mu, log_z, None
 
 
 _LAZY: list = []  # marker: marginals left to compute on first use (see GraphicalModel.compact)
