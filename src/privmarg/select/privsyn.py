@@ -55,9 +55,10 @@ def noise_error(cells: np.ndarray, rho: float, l2: float = 1.0) -> float:
 
 def greedy_pairs(indif: np.ndarray, cells: np.ndarray, rho: float, l2: float, gap: float) -> list[int]:
     """DenseMarg's greedy choice (indices into the pairs): repeatedly add the pair that minimises
-    ``E(S) = noise_error(S) + Σ_{pairs ∉ S} InDif``, until the drop of ``E`` ("gap") from one
-    addition is ``≤ gap``. As in the reference, the pair whose addition fails the test is kept
-    (at least one pair is chosen). Uses only released (noisy) scores: no privacy cost."""
+    ``E(S) = noise_error(S) + Σ_{pairs ∉ S} InDif``, while that lowers ``E`` by more than ``gap``.
+    The first pair is always kept (the uncovered attributes connect to it). [DEC] The reference
+    loop also keeps the pair whose addition fails the test (it tests after adding), which can only
+    raise ``E``; here it is not added. Uses only released (noisy) scores: no privacy cost."""
     indif = np.asarray(indif, dtype=float)
     c23 = np.asarray(cells, dtype=float) ** (2 / 3)
     free = np.ones(indif.size, dtype=bool)
@@ -70,13 +71,13 @@ def greedy_pairs(indif: np.ndarray, cells: np.ndarray, rho: float, l2: float, ga
         e = scale * (s + c23) ** 1.5 + (unselected - indif)
         e[~free] = np.inf
         j = int(np.argmin(e))
+        if chosen and current - e[j] <= gap:
+            break
         chosen.append(j)
         free[j] = False
         s += c23[j]
         unselected -= indif[j]
-        drop, current = current - e[j], e[j]
-        if drop <= gap:
-            break
+        current = e[j]
     return chosen
 
 
@@ -153,7 +154,8 @@ class PrivSynSelector:
     ``i`` with ``ρ_i = ρ_marg·n_i^{2/3}/Σ_j n_j^{2/3}`` (σ_i = Δ₂/√(2ρ_i)).
 
     Choice (free: released scores only): :func:`greedy_pairs` with stopping ``gap`` (20 000, the
-    reference's, in record counts: a larger table keeps adding pairs longer), then
+    reference's, in record counts: a larger table keeps adding pairs longer; the noise term uses
+    the relation's Δ₂, so replace-one's √2 larger noise is priced in), then
     :func:`connect_uncovered`, then :func:`combine` (``combine_cells`` 5000, ``max_shared`` 2;
     ``combine=False`` measures the pairs). The InDif scores are a charged release
     (``phase="selection"`` in the ledger), never a peek at the data.
