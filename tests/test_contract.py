@@ -12,6 +12,7 @@ import pytest
 
 from privmarg import PGM, Dataset, Domain, PrecomputedSource, StructuralZero, Synthesizer, registry
 from privmarg.data import MemorySource
+from privmarg.generate.gum import GUM
 from privmarg.privacy import NEIGHBOURS, recompute_rho
 
 HAS_TORCH = True
@@ -30,10 +31,14 @@ FAST_PRESET = {
     "privpgd": FAST_PGD,
     "jam": dict(workload="all-2way", rounds=4, iters=20, final_iters=30),
     "privbayes": {},
+    "privsyn": dict(generator=GUM(iters=8, consistency_iters=30)),
+    "gaussian": dict(workload="all-2way", generator=PGM(iters=50)),
 }
 FAST_SELECTOR = {"aim": lambda: dict(workload="all-2way", loop=PGM(iters=30, tol=1e-4)),
                  "mwem": lambda: dict(workload="all-2way", loop=PGM(iters=50)),
-                 "jam": lambda: dict(workload="all-2way", rounds=4, loop=PGM(iters=20))}
+                 "jam": lambda: dict(workload="all-2way", rounds=4, loop=PGM(iters=20)),
+                 "gaussian": lambda: dict(workload="all-2way")}
+FAST_GENERATOR = {"gum": lambda: GUM(iters=8, consistency_iters=30)}
 
 
 def table(n=400, seed=0) -> Dataset:
@@ -74,6 +79,8 @@ def _pair_cases():
 
 
 def _generator(name):
+    if name in FAST_GENERATOR:
+        return FAST_GENERATOR[name]()
     return registry.make_generator(name) if name != "privpgd" else \
         registry.load(registry.entry("generator", "privpgd").target)(**FAST_PGD)
 

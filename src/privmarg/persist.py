@@ -12,8 +12,8 @@ A saved model is a directory holding two files:
   or DP outputs; see :meth:`~privmarg.preprocess.TableEncoder.state`), ``measurements`` (attributes, σ, weight,
   source of each noisy marginal), ``rounds`` (what each adaptive round selected), ``model`` (the
   generator's model: a junction tree's cliques, edges and elimination order; PrivPGD's particles;
-  a decompression's supports), and ``arrays_sha256``, the checksum of
-* ``arrays.npz`` (numpy, no pickles): the model's log-potentials or particles, each measurement's
+  GUM's synthetic records; a decompression's supports), and ``arrays_sha256``, the checksum of
+* ``arrays.npz`` (numpy, no pickles): the model's log-potentials, particles or records, each measurement's
   noisy answers ``y`` (and linear query), structural-zero masks.
 
 Only what the fit released is written: never rows, exact counts, cached private answers, the seed
@@ -41,6 +41,7 @@ import numpy as np
 
 from ._version import __version__
 from .core import Domain, Measurement, StructuralZero
+from .generate.gum import GUMModel
 from .generate.pgm import GraphicalModel, JunctionTree
 from .io import umask_mode
 from .privacy import Accountant
@@ -224,6 +225,10 @@ def _model_state(model: Any, key: str, arrays: dict) -> dict:
         return {"kind": "graphical_model", "domain": _domain_state(model.domain), "total": float(model.total),
                 "cliques": [list(c) for c in tree.cliques], "edges": [[int(p), int(c)] for p, c in tree.edges],
                 "order": list(tree.order), "theta": keys}
+    if isinstance(model, GUMModel):
+        arrays[f"{key}.records"] = np.asarray(model.records, dtype=np.int64)
+        return {"kind": "records", "domain": _domain_state(model.domain), "total": float(model.total),
+                "records": f"{key}.records"}
     if type(model).__name__ == "PrivPGDGenerator" and hasattr(model, "codes_"):
         arrays[f"{key}.codes"] = np.asarray(model.codes_, dtype=np.int64)
         arrays[f"{key}.particles"] = np.asarray(model.particles_.numpy(), dtype=np.float32)
@@ -372,6 +377,8 @@ def _model(state: dict, arrays: dict) -> Any:
     if kind == "decompressed":
         supports = {a: np.asarray(arrays[k], dtype=np.int64) for a, k in state["supports"].items()}
         return DecompressedModel(_model(state["inner"], arrays), domain, supports, state.get("fixed") or {})
+    if kind == "records":  # GUM's synthetic records (GUMModel checks they fit the domain)
+        return GUMModel(domain, np.asarray(arrays[state["records"]], dtype=np.int64), float(state["total"]))
     if kind == "particles":
         try:
             import torch

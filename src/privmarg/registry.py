@@ -50,6 +50,10 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.presets:JAM", flags=_f("workload", "adaptive", "public", "replace_one")),
     Entry("privbayes", "preset", "PrivBayes: greedy degree-k Bayesian network + Private-PGM",
           "privmarg.presets:PrivBayes", selector="privbayes", generator="pgm"),
+    Entry("privsyn", "preset", "PrivSyn: pairs chosen by noisy InDif (DenseMarg), combined, fitted by GUM record updates",
+          "privmarg.presets:PrivSyn", selector="privsyn", generator="gum"),
+    Entry("gaussian", "preset", "every workload marginal measured directly, rho_i ~ cells^(2/3) (baseline) + Private-PGM",
+          "privmarg.presets:Gaussian", selector="gaussian", generator="pgm", flags=_f("workload")),
     # selectors
     Entry("aim", "selector", "AIM's adaptive selection", "privmarg.select.aim:AIMSelector",
           flags=_f("workload", "adaptive")),
@@ -62,11 +66,17 @@ ENTRIES: tuple[Entry, ...] = (
           flags=_f("workload", "adaptive", "public", "replace_one")),
     Entry("privbayes", "selector", "PrivBayes's greedy Bayesian network (exponential mechanism)",
           "privmarg.select.privbayes:PrivBayesSelector"),
+    Entry("privsyn", "selector", "PrivSyn's DenseMarg: noisy InDif, greedy pairs, Combine, rho_i ~ cells^(2/3)",
+          "privmarg.select.privsyn:PrivSynSelector"),
+    Entry("gaussian", "selector", "every workload marginal, rho_i ~ cells^(2/3) (the Gaussian baseline)",
+          "privmarg.select.gaussian:GaussianSelector", flags=_f("workload")),
     # generators
     Entry("pgm", "generator", "graphical model (Private-PGM): mirror descent on a junction tree",
           "privmarg.generate.pgm:PGM"),
     Entry("privpgd", "generator", "particles moved by sliced-Wasserstein gradient descent (torch)",
           "privmarg.generate.privpgd.privpgd:PrivPGDGenerator", flags=_f("torch")),
+    Entry("gum", "generator", "PrivSyn's GUM: records updated marginal by marginal towards consistent noisy marginals",
+          "privmarg.generate.gum:GUM"),
 )
 
 

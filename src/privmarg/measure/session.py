@@ -106,20 +106,21 @@ class MeasurementSession:
         self.measurements.append(m)
         return m
 
-    def gaussian(self, values: np.ndarray, sigma: float, l2_sensitivity: float, what: str) -> np.ndarray:
+    def gaussian(self, values: np.ndarray, sigma: float, l2_sensitivity: float, what: str, **note: str) -> np.ndarray:
         """Release a private statistic ``values`` (computed from :meth:`answers` or :meth:`histogram`)
         with Gaussian noise (discrete for integer values under ``noise="discrete"``); charges
-        ``l2_sensitivity²/(2σ²)``. Not kept in :attr:`measurements`."""
-        return self._gaussian(values, sigma, l2_sensitivity, what)
+        ``l2_sensitivity²/(2σ²)``. Not kept in :attr:`measurements`. ``note`` goes into the ledger
+        entry (``phase="selection"`` counts it as selection in :func:`~privmarg.privacy.rho_by_phase`)."""
+        return self._gaussian(values, sigma, l2_sensitivity, what, **note)
 
-    def _gaussian(self, values: np.ndarray, sigma: float, l2_sensitivity: float, what: str) -> np.ndarray:
+    def _gaussian(self, values: np.ndarray, sigma: float, l2_sensitivity: float, what: str, **note: str) -> np.ndarray:
         if self.noise == "discrete":
             if is_integral(values):
                 return discrete_gaussian_mechanism(self.accountant, values, sigma, l2_sensitivity, self.rng,
-                                                   what=what)
+                                                   what=what, **note)
             return gaussian_mechanism(self.accountant, values, sigma, l2_sensitivity, self.rng, what=what,
-                                      fallback="non-integer values")
-        return gaussian_mechanism(self.accountant, values, sigma, l2_sensitivity, self.rng, what=what)
+                                      fallback="non-integer values", **note)
+        return gaussian_mechanism(self.accountant, values, sigma, l2_sensitivity, self.rng, what=what, **note)
 
     def select(self, scores: np.ndarray, epsilon: float, sensitivity: float, what: str = "") -> int:
         """Exponential mechanism over ``scores`` (higher is better); charges ``ε²/8``."""

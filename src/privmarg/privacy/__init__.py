@@ -5,7 +5,7 @@ cost to an :class:`Accountant` before releasing anything (SPEC §1).
 """
 
 from .accountant import Accountant, BudgetExceededError, Charge, recompute_rho, rho_by_phase
-from .calibrate import RoundPlan, even_epsilon, even_sigma, preprocess_budget, round_plan
+from .calibrate import RoundPlan, even_epsilon, even_sigma, power_split, preprocess_budget, round_plan
 from .discrete import (
     NOISES,
     check_noise,
@@ -44,6 +44,7 @@ __all__ = [
     "RoundPlan",
     "even_epsilon",
     "even_sigma",
+    "power_split",
     "preprocess_budget",
     "recompute_rho",
     "rho_by_phase",

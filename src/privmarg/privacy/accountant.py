@@ -112,12 +112,14 @@ SELECTION_MECHANISMS = ("exponential", "gumbel_top_q")
 def rho_by_phase(ledger: Sequence[dict], preprocessing: int = 0) -> dict[str, float]:
     """ρ (zCDP) of a ledger (``Accountant.to_dict()["ledger"]``) summed by phase: its first
     ``preprocessing`` charges are DP preprocessing (PrivTree bins, noisy bin counts, rare
-    categories); of the rest, exponential-mechanism and top-q charges are selection and everything
-    else measurement."""
+    categories); of the rest, exponential-mechanism and top-q charges, and charges noted
+    ``phase="selection"`` (PrivSyn's noisy InDif scores), are selection and everything else
+    measurement."""
     out = dict.fromkeys(PHASES, 0.0)
     for i, e in enumerate(ledger):
         phase = ("preprocessing" if i < preprocessing else
-                 "selection" if e.get("mechanism") in SELECTION_MECHANISMS else "measurement")
+                 "selection" if e.get("mechanism") in SELECTION_MECHANISMS or e.get("phase") == "selection"
+                 else "measurement")
         out[phase] += float(e.get("rho", 0.0))
     return out
 

@@ -44,6 +44,19 @@ def even_epsilon(rho: float, k: int) -> float:
     return exponential_epsilon(rho / k)
 
 
+def power_split(rho: float, weights, power: float = 2 / 3) -> list[float]:
+    """``rho`` split over measurements in proportion to ``weights**power``: ``ρ_i = ρ·w_i^p/Σ_j w_j^p``.
+
+    With ``weights`` = cells ``n_i`` and ``power`` = 2/3 this is PrivSyn's allocation (Zhang et al.
+    2021, §4.2), which minimises the total expected L1 noise ``Σ_i n_i·σ_i`` of Gaussian marginals
+    under ``Σ ρ_i = ρ`` (Lagrange: ``n_i σ_i³ ∝ const``, i.e. ``ρ_i ∝ n_i^{2/3}``)."""
+    w = [float(x) ** power for x in weights]
+    if not w or min(w) <= 0:
+        raise ValueError("power_split needs at least one positive weight")
+    total = sum(w)
+    return [rho * x / total for x in w]
+
+
 def preprocess_budget(rho_total: float, share: float, needs_dp: bool) -> float:
     """zCDP for DP preprocessing (PrivTree, rare merging): ``share·rho_total`` when the schema asks
     for such a step, else nothing."""

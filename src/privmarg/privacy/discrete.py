@@ -353,7 +353,7 @@ def _integer_values(values: Any, what: str) -> np.ndarray:
 
 
 def discrete_gaussian_mechanism(accountant: Accountant, values: Any, sigma: float, l2_sensitivity: float,
-                                rng: np.random.Generator, what: str = "") -> np.ndarray:
+                                rng: np.random.Generator, what: str = "", **note: str) -> np.ndarray:
     """Release integer ``values + N_Z(0, σ²)`` i.i.d. per entry (float64 holding integers, same
     shape) at ``l2_sensitivity²/(2σ²)`` zCDP, the same cost as the continuous Gaussian (CKS 2020,
     Thm 4 and Thm 14 for vectors; the ``σ²`` actually used is rounded up, so the charge is an upper
@@ -364,7 +364,8 @@ def discrete_gaussian_mechanism(accountant: Accountant, values: Any, sigma: floa
     rho = gaussian_rho(sigma, l2_sensitivity)
     if rho > 0:
         discrete_gaussian_sigma2(sigma)  # validate before charging
-    accountant.charge(rho, what, "discrete_gaussian", sigma=float(sigma), l2_sensitivity=float(l2_sensitivity))
+    accountant.charge(rho, what, "discrete_gaussian", sigma=float(sigma), l2_sensitivity=float(l2_sensitivity),
+                      **note)
     if rho == 0.0:
         return x.astype(np.float64)
     return (x + discrete_gaussian(sigma, x.shape, rng)).astype(np.float64)
