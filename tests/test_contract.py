@@ -30,10 +30,15 @@ FAST_PRESET = {
     "privpgd": FAST_PGD,
     "jam": dict(workload="all-2way", rounds=4, iters=20, final_iters=30),
     "privbayes": {},
+    "rap": dict(rounds=2, top_k=5, n_prime=40, iters=10),
+    "rap++": dict(rounds=2, n_prime=40, iters=10),
 }
 FAST_SELECTOR = {"aim": lambda: dict(workload="all-2way", loop=PGM(iters=30, tol=1e-4)),
                  "mwem": lambda: dict(workload="all-2way", loop=PGM(iters=50)),
-                 "jam": lambda: dict(workload="all-2way", rounds=4, loop=PGM(iters=20))}
+                 "jam": lambda: dict(workload="all-2way", rounds=4, loop=PGM(iters=20)),
+                 "rap": lambda: dict(rounds=2, top_k=5, loop=_generator("relaxed")),
+                 "rap++": lambda: dict(rounds=2, loop=_generator("relaxed"))}
+FAST_GENERATOR = {"privpgd": FAST_PGD, "relaxed": dict(n_prime=40, iters=10)}
 
 
 def table(n=400, seed=0) -> Dataset:
@@ -74,8 +79,8 @@ def _pair_cases():
 
 
 def _generator(name):
-    return registry.make_generator(name) if name != "privpgd" else \
-        registry.load(registry.entry("generator", "privpgd").target)(**FAST_PGD)
+    return registry.make_generator(name) if name not in FAST_GENERATOR else \
+        registry.load(registry.entry("generator", name).target)(**FAST_GENERATOR[name])
 
 
 def _check(make, flags, nb):

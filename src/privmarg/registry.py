@@ -50,6 +50,10 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.presets:JAM", flags=_f("workload", "adaptive", "public", "replace_one")),
     Entry("privbayes", "preset", "PrivBayes: greedy degree-k Bayesian network + Private-PGM",
           "privmarg.presets:PrivBayes", selector="privbayes", generator="pgm"),
+    Entry("rap", "preset", "RAP: adaptive counting-query selection + relaxed projection (torch)",
+          "privmarg.presets:RAP", flags=_f("torch", "workload", "adaptive")),
+    Entry("rap++", "preset", "RAP++: Gumbel top-q marginal selection + relaxed projection (torch)",
+          "privmarg.presets:RAPpp", flags=_f("torch", "workload", "adaptive")),
     # selectors
     Entry("aim", "selector", "AIM's adaptive selection", "privmarg.select.aim:AIMSelector",
           flags=_f("workload", "adaptive")),
@@ -62,11 +66,17 @@ ENTRIES: tuple[Entry, ...] = (
           flags=_f("workload", "adaptive", "public", "replace_one")),
     Entry("privbayes", "selector", "PrivBayes's greedy Bayesian network (exponential mechanism)",
           "privmarg.select.privbayes:PrivBayesSelector"),
+    Entry("rap", "selector", "RAP's Gumbel top-k counting queries per round (relaxed-projection loop)",
+          "privmarg.select.rap:RAPSelector", flags=_f("workload", "adaptive", "torch")),
+    Entry("rap++", "selector", "RAP++'s Gumbel top-q marginals per round (relaxed-projection loop)",
+          "privmarg.select.rap:RAPppSelector", flags=_f("workload", "adaptive", "torch")),
     # generators
     Entry("pgm", "generator", "graphical model (Private-PGM): mirror descent on a junction tree",
           "privmarg.generate.pgm:PGM"),
     Entry("privpgd", "generator", "particles moved by sliced-Wasserstein gradient descent (torch)",
           "privmarg.generate.privpgd.privpgd:PrivPGDGenerator", flags=_f("torch")),
+    Entry("relaxed", "generator", "relaxed projection: per-attribute probability rows fitted by Adam (torch)",
+          "privmarg.generate.relaxed:RelaxedProjection", flags=_f("torch")),
 )
 
 
