@@ -41,6 +41,18 @@ FAST_SELECTOR = {"aim": lambda: dict(workload="all-2way", loop=PGM(iters=30, tol
 FAST_GENERATOR = {"privpgd": FAST_PGD, "relaxed": dict(n_prime=40, iters=10)}
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Tiny torch problems on a shared 2-core machine: one thread is ~10x faster than spinning pools."""
+    if not HAS_TORCH:
+        yield
+        return
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def table(n=400, seed=0) -> Dataset:
     rng = np.random.default_rng(seed)
     dom = Domain(["a", "b", "c", "d"], [4, 3, 5, 2])
