@@ -53,17 +53,19 @@ def _check_q(name: str, q: Any) -> int:
 
 
 class _RelaxedLoop:
-    """Shared plumbing: the loop model, its seeds and refits."""
+    """Shared plumbing: the loop model's first fit and warm refits. The seeds stay local to a run
+    (they derive from the noise generator's seed: never kept on the selector, which is pickled
+    with the synthesizer)."""
 
     def _start(self, session: MeasurementSession, ctx: Context, rounds: int):
-        self.seeds_ = loop_seeds(session, rounds + 1)
-        dom = session.domain
-        return self.loop.generate(list(session.measurements), dom, zeros=ctx.zeros, total=ctx.total,
-                                  seed=self.seeds_[0])
+        seeds = loop_seeds(session, rounds + 1)
+        model = self.loop.generate(list(session.measurements), session.domain, zeros=ctx.zeros, total=ctx.total,
+                                   seed=seeds[0])
+        return model, seeds
 
-    def _refit(self, session: MeasurementSession, ctx: Context, model: Any, t: int):
+    def _refit(self, session: MeasurementSession, ctx: Context, model: Any, seed):
         return self.loop.generate(list(session.measurements), session.domain, zeros=ctx.zeros, total=ctx.total,
-                                  warm=model, seed=self.seeds_[t])
+                                  warm=model, seed=seed)
 
 
 class RAPppSelector(_RelaxedLoop):
@@ -117,7 +119,7 @@ class RAPppSelector(_RelaxedLoop):
         p = self.plan(dom, ctx.rho, nb, len(cands))
         sizes = np.array([dom.size(r) for r in cands], dtype=float)
         chosen = np.zeros(len(cands), dtype=bool)
-        model = self._start(session, ctx, p["T"])
+        model, seeds = self._start(session, ctx, p["T"])
         for t in range(1, p["T"] + 1):
             answers = session.answers(cands)
             if ctx.total is None and not session.measurements:
@@ -134,7 +136,7 @@ class RAPppSelector(_RelaxedLoop):
             picked = [cands[i] for i in idx]
             for r in picked:
                 session.measure(r, p["sigma"], what=f"RAP++ round {t} measure {','.join(r)}")
-            model = self._refit(session, ctx, model, t)
+            model = self._refit(session, ctx, model, seeds[t])
             info = getattr(model, "info", {}) or {}
             session.rounds.append({"round": t, "selected": [list(r) for r in picked], "source": "private",
                                    "sigma": p["sigma"], "rho_select": p["rho_select"], "sensitivity": sens,
@@ -202,7 +204,7 @@ class RAPSelector(_RelaxedLoop):
         rho_sel, rho_meas = per / 2, per / 2
         measured = np.zeros(n_cells, dtype=bool)
         owner = np.repeat(np.arange(len(cands)), sizes)
-        model = self._start(session, ctx, T)
+        model, seeds = self._start(session, ctx, T)
         for t in range(1, T + 1):
             answers = session.answers(cands)
             exact = np.concatenate(answers)
@@ -223,7 +225,7 @@ class RAPSelector(_RelaxedLoop):
                 Qm = np.zeros((cells.size, sizes[i]))
                 Qm[np.arange(cells.size), cells] = 1.0
                 session.record(Measurement(cands[i], y[here], sigma, query=Qm, meta={"round": t}))
-            model = self._refit(session, ctx, model, t)
+            model = self._refit(session, ctx, model, seeds[t])
             info = getattr(model, "info", {}) or {}
             session.rounds.append({"round": t, "selected": [list(cands[i]) for i in touched], "source": "private",
                                    "sigma": sigma, "cells": int(idx.size), "l2_sensitivity": l2,
