@@ -48,10 +48,9 @@ class _Layout:
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
         self.width = int(self.sizes.sum())
         self.block = np.repeat(np.arange(len(self.sizes)), self.sizes)  # column -> attribute index
-        kmax = int(self.sizes.max())
-        pos = np.arange(kmax)[None, :]
-        # (d, kmax) column of each (attribute, value); padding points at a sentinel column `width`
-        self.pad = np.where(pos < self.sizes[:, None], self.offsets[:, None] + pos, self.width)
+        # attributes of equal size, projected together: (k, columns of shape (attributes, k))
+        self.groups = [(int(k), np.stack([np.arange(o, o + k) for o in self.offsets[self.sizes == k]]))
+                       for k in np.unique(self.sizes)]
 
     def cols(self, a: str) -> slice:
         j = self.domain.attrs.index(a)
@@ -60,19 +59,22 @@ class _Layout:
 
 def simplex_project(X: torch.Tensor, layout: _Layout) -> torch.Tensor:
     """Euclidean projection of every attribute block of every row of ``X`` (``N' × Σk``) onto the
-    probability simplex (sparsemax; Duchi et al. 2008), all blocks at once: blocks are padded to
-    the largest ``k`` with a value far below any entry, so padding never enters the support."""
-    n = X.shape[0]
-    pad = torch.as_tensor(layout.pad, device=X.device)
-    big = X.detach().abs().max() + 1.0
-    Xs = torch.cat([X, (-(big * (layout.width + 1))).expand(n, 1).to(X.dtype)], dim=1)
-    U = Xs[:, pad].sort(dim=-1, descending=True).values  # (n, d, kmax)
-    css = U.cumsum(-1) - 1.0
-    j = torch.arange(1, U.shape[-1] + 1, device=X.device, dtype=X.dtype)
-    support = (U - css / j > 0).sum(-1, keepdim=True)  # >= 1 always
-    theta = css.gather(-1, support - 1).squeeze(-1) / support.squeeze(-1).to(X.dtype)  # (n, d)
-    block = torch.as_tensor(layout.block, device=X.device)
-    return (X - theta[:, block]).clamp_(min=0.0)
+    probability simplex (sparsemax; the sort algorithm of Duchi et al. 2008). Blocks of equal size
+    are projected together (one sort each), so no block is padded."""
+    out = torch.empty_like(X)
+    for k, cols in layout.groups:
+        idx = torch.as_tensor(cols, device=X.device)  # (g, k)
+        V = X[:, idx]  # (n, g, k)
+        if k == 1:
+            out[:, idx] = 1.0
+            continue
+        U = V.sort(dim=-1, descending=True).values
+        css = U.cumsum(-1) - 1.0
+        j = torch.arange(1, k + 1, device=X.device, dtype=X.dtype)
+        support = (U - css / j > 0).sum(-1, keepdim=True)  # >= 1 always
+        theta = css.gather(-1, support - 1) / support.to(X.dtype)
+        out[:, idx] = (V - theta).clamp_(min=0.0)
+    return out
 
 
 # ----------------------------------------------------------------------------- queries
