@@ -77,7 +77,7 @@ def main():
                    "neighbour": mech.neighbour, "tv_2way": tv_kway(real, syn, 2), "fit_seconds": secs,
                    "rows": int(codes.shape[0]), "rounds": len(rounds),
                    "loop_steps": sum(r.get("loop_steps") or 0 for r in rounds),
-                   "final_steps": (getattr(mech.model_, "info", {}) or {}).get("steps"),
+                   "final_steps": (mech.model_.info.get("steps") if method != "mst" else None),
                    "rho_spent": mech.privacy_report()["rho_spent"], "rho_total": mech.rho_total,
                    "load_start": load0, "load_end": os.getloadavg()[0]}
             with out.open("a") as fh:

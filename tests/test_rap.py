@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from privmarg import Dataset, Domain, Measurement, StructuralZero, load, registry  # noqa: E402
+from privmarg import Dataset, Domain, Measurement, load, registry  # noqa: E402
 from privmarg.data import MemorySource  # noqa: E402
 from privmarg.generate.relaxed import RelaxedModel, RelaxedProjection, _Layout, simplex_project  # noqa: E402
 from privmarg.measure import MeasurementSession  # noqa: E402
