@@ -33,12 +33,30 @@ FAST_PRESET = {
     "privbayes": {},
     "privsyn": dict(generator=GUM(iters=8, consistency_iters=30)),
     "gaussian": dict(workload="all-2way", generator=PGM(iters=50)),
+    "rap": dict(rounds=2, top_k=5, n_prime=40, iters=10),
+    "rap++": dict(rounds=2, n_prime=40, iters=10),
 }
 FAST_SELECTOR = {"aim": lambda: dict(workload="all-2way", loop=PGM(iters=30, tol=1e-4)),
                  "mwem": lambda: dict(workload="all-2way", loop=PGM(iters=50)),
                  "jam": lambda: dict(workload="all-2way", rounds=4, loop=PGM(iters=20)),
-                 "gaussian": lambda: dict(workload="all-2way")}
-FAST_GENERATOR = {"gum": lambda: GUM(iters=8, consistency_iters=30)}
+                 "gaussian": lambda: dict(workload="all-2way"),
+                 "rap": lambda: dict(rounds=2, top_k=5, loop=_generator("relaxed")),
+                 "rap++": lambda: dict(rounds=2, loop=_generator("relaxed"))}
+FAST_GENERATOR = {"gum": lambda: GUM(iters=8, consistency_iters=30),
+                  "privpgd": lambda: registry.load(registry.entry("generator", "privpgd").target)(**FAST_PGD),
+                  "relaxed": lambda: registry.load(registry.entry("generator", "relaxed").target)(n_prime=40, iters=10)}
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Tiny torch problems on a shared 2-core machine: one thread is ~10x faster than spinning pools."""
+    if not HAS_TORCH:
+        yield
+        return
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def table(n=400, seed=0) -> Dataset:
@@ -79,10 +97,7 @@ def _pair_cases():
 
 
 def _generator(name):
-    if name in FAST_GENERATOR:
-        return FAST_GENERATOR[name]()
-    return registry.make_generator(name) if name != "privpgd" else \
-        registry.load(registry.entry("generator", "privpgd").target)(**FAST_PGD)
+    return FAST_GENERATOR[name]() if name in FAST_GENERATOR else registry.make_generator(name)
 
 
 def _check(make, flags, nb):

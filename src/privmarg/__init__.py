@@ -13,6 +13,7 @@ from .generate.pgm import PGM, GraphicalModel, estimate, model_size_mb
 from .measure import MeasurementSession
 from .preprocess import TableEncoder
 from .presets import AIM, JAM, MST, MWEM, Independent, PrivPGD
+from .presets import RAP, RAPpp
 from .privacy import Accountant, BudgetExceededError
 from .schema import Schema
 from . import registry
@@ -42,4 +43,5 @@ __all__ = [
     "MemorySource", "PrecomputedSource", "PrivPGD", "PrivPGDGenerator", "Schema", "StructuralZero",
     "SavedSynthesizer", "Synthesizer", "TableEncoder", "datasets", "estimate", "load", "model_size_mb",
     "registry",
+    "RAP", "RAPpp",
 ]

@@ -12,8 +12,9 @@ A saved model is a directory holding two files:
   or DP outputs; see :meth:`~privmarg.preprocess.TableEncoder.state`), ``measurements`` (attributes, σ, weight,
   source of each noisy marginal), ``rounds`` (what each adaptive round selected), ``model`` (the
   generator's model: a junction tree's cliques, edges and elimination order; PrivPGD's particles;
-  GUM's synthetic records; a decompression's supports), and ``arrays_sha256``, the checksum of
-* ``arrays.npz`` (numpy, no pickles): the model's log-potentials, particles or records, each measurement's
+  GUM's synthetic records; a relaxed projection's ``N' × Σk`` probability rows; a decompression's
+  supports), and ``arrays_sha256``, the checksum of
+* ``arrays.npz`` (numpy, no pickles): the model's log-potentials, particles, records or probability rows, each measurement's
   noisy answers ``y`` (and linear query), structural-zero masks.
 
 Only what the fit released is written: never rows, exact counts, cached private answers, the seed
@@ -236,6 +237,14 @@ def _model_state(model: Any, key: str, arrays: dict) -> dict:
         return {"kind": "particles", "domain": _domain_state(model.domain_), "total": float(model.total_),
                 "codes": f"{key}.codes", "particles": f"{key}.particles",
                 "params": {k: v for k, v in params.items() if v is not _SKIP}}
+    if type(model).__name__ == "RelaxedModel":
+        arrays[f"{key}.relaxed"] = np.asarray(model.relaxed, dtype=np.float32)
+        zs = []
+        for i, z in enumerate(model.zeros):
+            arrays[f"{key}.zeros.{i}"] = np.asarray(z.mask, dtype=bool)
+            zs.append({"attrs": list(z.attrs), "mask": f"{key}.zeros.{i}"})
+        return {"kind": "relaxed", "domain": _domain_state(model.domain), "total": float(model.total),
+                "relaxed": f"{key}.relaxed", "zeros": zs}
     raise TypeError(f"cannot save a model of type {type(model).__name__}")
 
 
@@ -397,4 +406,15 @@ def _model(state: dict, arrays: dict) -> Any:
         gen.particles_ = torch.as_tensor(np.asarray(arrays[state["particles"]], dtype=np.float32))
         gen.device_ = torch.device("cpu")
         return gen
+    if kind == "relaxed":
+        try:
+            from .generate.relaxed import RelaxedModel
+        except ImportError:  # pragma: no cover - torch is needed by relaxed-projection models only
+            raise ValueError("this saved model is a relaxed projection's: loading it needs torch "
+                             "(pip install privmarg[torch])") from None
+        relaxed = np.asarray(arrays[state["relaxed"]], dtype=np.float32)
+        if relaxed.ndim != 2 or not np.all(np.isfinite(relaxed)) or (relaxed < 0).any():
+            raise ValueError("the relaxed data is not a matrix of probabilities")
+        zs = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in state.get("zeros", [])]
+        return RelaxedModel(domain, relaxed, float(state["total"]), zs)
     raise ValueError(f"unknown model kind {kind!r}")

@@ -54,6 +54,10 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.presets:PrivSyn", selector="privsyn", generator="gum"),
     Entry("gaussian", "preset", "every workload marginal measured directly, rho_i ~ cells^(2/3) (baseline) + Private-PGM",
           "privmarg.presets:Gaussian", selector="gaussian", generator="pgm", flags=_f("workload")),
+    Entry("rap", "preset", "RAP: adaptive counting-query selection + relaxed projection (torch)",
+          "privmarg.presets:RAP", flags=_f("torch", "workload", "adaptive")),
+    Entry("rap++", "preset", "RAP++: Gumbel top-q marginal selection + relaxed projection (torch)",
+          "privmarg.presets:RAPpp", flags=_f("torch", "workload", "adaptive")),
     # selectors
     Entry("aim", "selector", "AIM's adaptive selection", "privmarg.select.aim:AIMSelector",
           flags=_f("workload", "adaptive")),
@@ -70,6 +74,10 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.select.privsyn:PrivSynSelector"),
     Entry("gaussian", "selector", "every workload marginal, rho_i ~ cells^(2/3) (the Gaussian baseline)",
           "privmarg.select.gaussian:GaussianSelector", flags=_f("workload")),
+    Entry("rap", "selector", "RAP's Gumbel top-k counting queries per round (relaxed-projection loop)",
+          "privmarg.select.rap:RAPSelector", flags=_f("workload", "adaptive", "torch")),
+    Entry("rap++", "selector", "RAP++'s Gumbel top-q marginals per round (relaxed-projection loop)",
+          "privmarg.select.rap:RAPppSelector", flags=_f("workload", "adaptive", "torch")),
     # generators
     Entry("pgm", "generator", "graphical model (Private-PGM): mirror descent on a junction tree",
           "privmarg.generate.pgm:PGM"),
@@ -77,6 +85,8 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.generate.privpgd.privpgd:PrivPGDGenerator", flags=_f("torch")),
     Entry("gum", "generator", "PrivSyn's GUM: records updated marginal by marginal towards consistent noisy marginals",
           "privmarg.generate.gum:GUM"),
+    Entry("relaxed", "generator", "relaxed projection: per-attribute probability rows fitted by Adam (torch)",
+          "privmarg.generate.relaxed:RelaxedProjection", flags=_f("torch")),
 )
 
 

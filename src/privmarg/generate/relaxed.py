@@ -1,0 +1,453 @@
+"""Relaxed projection: RAP's and RAP++'s generator (Aydore et al. 2021; Vietri et al. 2022; SPEC §10.3).
+
+The synthetic table is relaxed to ``D'``, an ``N' × Σk_i`` matrix whose row ``n`` holds one
+probability vector per attribute (a block of ``k_i`` entries). A row stands for the product
+distribution of its blocks, so the relaxed answer of a marginal query on ``r = (a, b, ...)`` is
+``mean_n D'[n, a, ·] ⊗ D'[n, b, ·] ⊗ ...``: differentiable, and exact as an expectation. Adam
+minimises the L2 distance between the measured answers (normalised by the record count and clipped
+to their possible range) and these relaxed answers; after every step each block is put back on the
+simplex by Euclidean projection (sparsemax). Records are drawn by randomized rounding: output rows
+cycle through the relaxed rows (each used ``rows / N'`` times, RAP's oversampling) and each
+attribute is drawn from the row's block.
+
+What is left out: RAP++'s random half-space ("threshold") queries for numeric columns and their
+sigmoid temperature schedule (our domains are discretized, and what we measure are marginals and
+linear queries on them); RAP's non-L2 norms (L∞, LogExp) and L1 regulariser. Generation is
+post-processing of released measurements: no privacy cost.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..core import Domain, Measurement, StructuralZero
+from ..core.measurement import estimate_total
+
+__all__ = ["RelaxedProjection", "RelaxedModel", "simplex_project", "resolve_device"]
+
+
+def resolve_device(device: Any = None) -> torch.device:
+    """``None``/``"auto"``: CUDA when available, else CPU; otherwise ``torch.device(device)``."""
+    if device is None or (isinstance(device, str) and device == "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+class _Layout:
+    """Where each attribute's block sits in the columns of ``D'``."""
+
+    def __init__(self, domain: Domain):
+        self.domain = domain
+        self.sizes = np.asarray(domain.shape, dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+        self.width = int(self.sizes.sum())
+        self.block = np.repeat(np.arange(len(self.sizes)), self.sizes)  # column -> attribute index
+        # attributes of equal size, projected together: (k, columns of shape (attributes, k))
+        self.groups = [(int(k), np.stack([np.arange(o, o + k) for o in self.offsets[self.sizes == k]]))
+                       for k in np.unique(self.sizes)]
+
+    def cols(self, a: str) -> slice:
+        j = self.domain.attrs.index(a)
+        return slice(int(self.offsets[j]), int(self.offsets[j] + self.sizes[j]))
+
+
+def simplex_project(X: torch.Tensor, layout: _Layout) -> torch.Tensor:
+    """Euclidean projection of every attribute block of every row of ``X`` (``N' × Σk``) onto the
+    probability simplex (sparsemax; the sort algorithm of Duchi et al. 2008). Blocks of equal size
+    are projected together (one sort each), so no block is padded."""
+    out = torch.empty_like(X)
+    for k, cols in layout.groups:
+        idx = torch.as_tensor(cols, device=X.device)  # (g, k)
+        V = X[:, idx]  # (n, g, k)
+        if k == 1:
+            out[:, idx] = 1.0
+            continue
+        U = V.sort(dim=-1, descending=True).values
+        css = U.cumsum(-1) - 1.0
+        j = torch.arange(1, k + 1, device=X.device, dtype=X.dtype)
+        support = (U - css / j > 0).sum(-1, keepdim=True)  # >= 1 always
+        theta = css.gather(-1, support - 1) / support.to(X.dtype)
+        out[:, idx] = (V - theta).clamp_(min=0.0)
+    return out
+
+
+# ----------------------------------------------------------------------------- queries
+class _Queries:
+    """The fitted queries, in two shapes: full marginals (one matmul chain each, then an optional
+    dense ``Q``) and selected cells (RAP's counting queries, structural zeros), answered by a
+    gather over ``D'``'s columns: ``mean_n Π_j D'[n, col_j]``."""
+
+    def __init__(self, layout: _Layout, device, dtype):
+        self.layout, self.device, self.dtype = layout, device, dtype
+        self.full: list[tuple[list[slice], torch.Tensor | None, torch.Tensor, float]] = []
+        self.cells: dict[int, list] = {}  # arity -> [(cols (s, arity), target (s,), weight)]
+
+    def add(self, attrs: Sequence[str], y: np.ndarray, query: np.ndarray | None, weight: float) -> None:
+        if query is not None:
+            sel = _selection_rows(query)
+            if sel is not None:
+                self._add_cells(attrs, sel, y, weight)
+                return
+            lo, hi = np.minimum(query.min(1), 0.0), np.maximum(query.max(1), 0.0)
+            q = torch.as_tensor(query, device=self.device, dtype=self.dtype)
+        else:
+            lo, hi, q = 0.0, 1.0, None
+        t = torch.as_tensor(np.clip(y, lo, hi), device=self.device, dtype=self.dtype)
+        self.full.append(([self.layout.cols(a) for a in attrs], q, t, weight))
+
+    def _add_cells(self, attrs, flat_cells: np.ndarray, y: np.ndarray, weight: float) -> None:
+        codes = np.stack(np.unravel_index(flat_cells, self.layout.domain.sizes(attrs)), axis=1)
+        offs = np.array([self.layout.cols(a).start for a in attrs])
+        cols = torch.as_tensor(codes + offs[None, :], device=self.device)
+        t = torch.as_tensor(np.clip(y, 0.0, 1.0), device=self.device, dtype=self.dtype)
+        self.cells.setdefault(len(attrs), []).append((cols, t, weight))
+
+    def finish(self) -> None:
+        # one gather per arity: concatenate the selected-cell queries
+        merged = {}
+        for k, parts in self.cells.items():
+            cols = torch.cat([c for c, _, _ in parts])
+            t = torch.cat([t for _, t, _ in parts])
+            w = torch.cat([torch.full_like(t, w) for _, t, w in parts])
+            merged[k] = (cols, t, w)
+        self.merged = merged
+
+    def __len__(self) -> int:
+        return len(self.full) + sum(len(v) for v in self.cells.values())
+
+    def loss(self, X: torch.Tensor) -> torch.Tensor:
+        """``sqrt(Σ_i w_i ‖a_i(D') − t_i‖²)``: RAP's L2 norm of the residuals (weighted)."""
+        total = X.new_zeros(())
+        for cols, q, t, w in self.full:
+            a = relaxed_marginal(X, cols)
+            if q is not None:
+                a = q @ a
+            total = total + w * (a - t).square().sum()
+        for cols, t, w in self.merged.values():
+            a = X[:, cols].prod(-1).mean(0)
+            total = total + (w * (a - t).square()).sum()
+        return total.clamp_min(1e-30).sqrt()
+
+
+def _selection_rows(query: np.ndarray) -> np.ndarray | None:
+    """The cell each row of ``query`` selects, when every row is one 1 and zeros (else None)."""
+    nz = query != 0
+    if not (nz.sum(1) == 1).all():
+        return None
+    cells = nz.argmax(1)
+    if not np.all(query[np.arange(query.shape[0]), cells] == 1.0):
+        return None
+    return cells
+
+
+def relaxed_marginal(X: torch.Tensor, cols: Sequence[slice]) -> torch.Tensor:
+    """Flat (row-major over ``cols``' attributes) mean over rows of the outer product of the blocks:
+    the relaxed data's normalised marginal. The last block enters by a matmul, so memory is
+    ``N' × (cells without the last attribute)``."""
+    n = X.shape[0]
+    if len(cols) == 1:
+        return X[:, cols[0]].mean(0)
+    M = X[:, cols[0]]
+    for c in cols[1:-1]:
+        M = (M.unsqueeze(2) * X[:, c].unsqueeze(1)).reshape(n, -1)
+    return (M.T @ X[:, cols[-1]]).reshape(-1) / n
+
+
+# ----------------------------------------------------------------------------- the model
+class RelaxedModel:
+    """A fitted relaxed table: ``relaxed`` (``N' × Σk`` float32, each block on the simplex) over
+    ``domain``, scaled to ``total`` records. :meth:`project` is the exact expected marginal of the
+    relaxed data (× ``total``); :meth:`sample` draws records by randomized rounding and then
+    re-draws, for rows that hit a structural zero, that zero's attributes from the row's product
+    distribution restricted to the allowed cells. ``info``: loss, steps and seconds of the fit."""
+
+    def __init__(self, domain: Domain, relaxed: np.ndarray, total: float,
+                 zeros: Sequence[StructuralZero] = (), info: dict | None = None):
+        self.domain = domain
+        self.relaxed = np.asarray(relaxed, dtype=np.float32)
+        self.total = float(total)
+        self.zeros = list(zeros)
+        self.info = info or {}
+        self.layout = _Layout(domain)
+        if self.relaxed.ndim != 2 or self.relaxed.shape[1] != self.layout.width:
+            raise ValueError(f"relaxed data must have {self.layout.width} columns, got shape {self.relaxed.shape}")
+        self._cache: dict[tuple[str, ...], np.ndarray] = {}
+
+    @property
+    def n_prime(self) -> int:
+        return int(self.relaxed.shape[0])
+
+    def _block(self, a: str, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        return self.relaxed[rows, self.layout.cols(a)].astype(np.float64)
+
+    def project(self, attrs: Sequence[str]) -> np.ndarray:
+        """Expected counts of the relaxed data on ``attrs`` (flat, row-major in the order given):
+        ``total · mean_n ⊗_{a∈attrs} D'[n, a, ·]``. Free (post-processing)."""
+        attrs = tuple(attrs)
+        if not attrs:
+            return np.array([self.total])
+        hit = self._cache.get(attrs)
+        if hit is not None:
+            return hit.copy()
+        n = self.n_prime
+        size = self.domain.size(attrs[:-1]) if len(attrs) > 1 else 1
+        step = max(1, int(2e7 // max(1, size)))  # rows per chunk: bounded memory
+        out = np.zeros(self.domain.size(attrs))
+        for s in range(0, n, step):
+            rows = slice(s, min(n, s + step))
+            M = self._block(attrs[0], rows)
+            if len(attrs) == 1:
+                out += M.sum(0)
+                continue
+            for a in attrs[1:-1]:
+                M = (M[:, :, None] * self._block(a, rows)[:, None, :]).reshape(M.shape[0], -1)
+            out += (M.T @ self._block(attrs[-1], rows)).ravel()
+        out *= self.total / n
+        if len(self._cache) < 4096:
+            self._cache[attrs] = out
+        return out.copy()
+
+    def _rows(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+        """Relaxed row behind each output row: every row ``rows // N'`` times, the rest distinct
+        random rows, shuffled (RAP's oversampled randomized rounding)."""
+        n = self.n_prime
+        idx = np.concatenate([np.tile(np.arange(n), rows // n), rng.choice(n, rows % n, replace=False)])
+        return rng.permutation(idx)
+
+    def _draw(self, idx: np.ndarray, rng: np.random.Generator, attrs: Sequence[str]) -> dict[str, np.ndarray]:
+        out = {}
+        for a in attrs:
+            k = self.domain[a]
+            got = np.empty(idx.size, dtype=np.int64)
+            step = max(1, int(4e6 // k))
+            for s in range(0, idx.size, step):
+                P = np.maximum(self._block(a, idx[s:s + step]), 0.0)
+                c = P.cumsum(1)
+                u = rng.random(c.shape[0]) * c[:, -1]
+                got[s:s + step] = np.minimum((c < u[:, None]).sum(1), k - 1)
+            out[a] = got
+        return out
+
+    def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+        """``rows`` records as integer codes (rows × attributes, domain order). Free."""
+        rows = int(rows)
+        if rows < 0:
+            raise ValueError("rows must be >= 0")
+        idx = self._rows(rows, rng)
+        drawn = self._draw(idx, rng, self.domain.attrs)
+        out = np.column_stack([drawn[a] for a in self.domain.attrs]) if rows else \
+            np.zeros((0, len(self.domain)), dtype=np.int64)
+        return self._repair(out, idx, rng, {})
+
+    def sample_conditional(self, rows: int, rng: np.random.Generator, evidence: dict) -> np.ndarray:
+        """``rows`` records given ``evidence`` (attribute -> code), exactly from the model's mixture:
+        relaxed rows drawn in proportion to the probability each gives the evidence, the other
+        attributes from the drawn row's blocks. Raises ``ValueError`` when the evidence has
+        probability zero."""
+        w = np.ones(self.n_prime)
+        for a, v in evidence.items():
+            if a not in self.domain:
+                raise ValueError(f"unknown attribute {a!r} in the condition")
+            w *= np.maximum(self._block(a)[:, int(v)], 0.0)
+        if not w.sum() > 0:
+            shown = ", ".join(f"{a}={v}" for a, v in evidence.items())
+            raise ValueError(f"the condition {shown} has probability zero under the relaxed model")
+        idx = rng.choice(self.n_prime, int(rows), replace=True, p=w / w.sum())
+        free = [a for a in self.domain.attrs if a not in evidence]
+        drawn = self._draw(idx, rng, free)
+        drawn.update({a: np.full(idx.size, int(v), dtype=np.int64) for a, v in evidence.items()})
+        out = np.column_stack([drawn[a] for a in self.domain.attrs]) if idx.size else \
+            np.zeros((0, len(self.domain)), dtype=np.int64)
+        return self._repair(out, idx, rng, {a: int(v) for a, v in evidence.items()})
+
+    def _repair(self, out: np.ndarray, idx: np.ndarray, rng: np.random.Generator, fixed: dict) -> np.ndarray:
+        """Re-draw the attributes of a structural zero for the rows that landed in one, from the
+        row's product distribution over the allowed cells (uniform over them if it gives them no
+        mass); ``fixed`` attributes keep their value."""
+        if not self.zeros or out.shape[0] == 0:
+            return out
+        dom = self.domain
+        for _ in range(3):  # zeros on overlapping attributes: a repair can break another
+            clean = True
+            for z in self.zeros:
+                ax = [dom.attrs.index(a) for a in z.attrs]
+                bad = np.flatnonzero(z.mask[tuple(out[:, i] for i in ax)])
+                if bad.size == 0:
+                    continue
+                clean = False
+                allowed = ~z.mask
+                for a in z.attrs:
+                    if a in fixed:
+                        keep = np.zeros(dom[a], dtype=bool)
+                        keep[fixed[a]] = True
+                        shape = [1] * len(z.attrs)
+                        shape[z.attrs.index(a)] = dom[a]
+                        allowed = allowed & keep.reshape(shape)
+                allowed = allowed.ravel()
+                if not allowed.any():
+                    raise ValueError(f"structural zeros on {z.attrs} forbid every cell")
+                J = np.ones((bad.size, 1))
+                for a in z.attrs:
+                    J = (J[:, :, None] * np.maximum(self._block(a, idx[bad]), 0.0)[:, None, :]).reshape(bad.size, -1)
+                J = J * allowed
+                s = J.sum(1, keepdims=True)
+                J = np.where(s > 0, J / np.where(s > 0, s, 1.0), allowed / allowed.sum())
+                c = J.cumsum(1)
+                u = rng.random(bad.size) * c[:, -1]
+                cell = np.minimum((c < u[:, None]).sum(1), J.shape[1] - 1)
+                out[np.ix_(bad, ax)] = np.stack(np.unravel_index(cell, dom.sizes(z.attrs)), axis=1)
+            if clean:
+                break
+        return out
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_cache"] = {}
+        return state
+
+
+# ----------------------------------------------------------------------------- the generator
+class RelaxedProjection:
+    """Relaxed-projection generator (RAP / RAP++; SPEC §10.3). Post-processing: no privacy cost.
+
+    Parameters
+    ----------
+    n_prime: relaxed rows ``N'`` (1000, RAP's default).
+    iters: Adam steps per stage at most (1000); ``stages``: stages, the learning rate halved at
+        each (1; RAP++ uses 1 or 3); ``lr``: Adam's learning rate at the first stage (0.01).
+    tol: a stage stops when the loss improved by less than this share over the last 5 steps
+        (1e-4, RAP++'s rule); 0: never. The lowest-loss ``D'`` seen is kept (RAP++).
+    weighting: ``"equal"`` (RAP/RAP++: one L2 norm over every measured answer) or ``"mle"``
+        (each measurement's residual weighted by ``1/σ²``, relative to the least noisy one).
+    init: ``"random"`` (uniform entries, each block normalised) or ``"uniform"`` (every block
+        ``1/k``; identical rows stay identical under the symmetric gradient, so this can only fit
+        independent attributes: a baseline).
+    device: None/"auto" (CUDA when present, else CPU), "cpu", "cuda", ...; ``seed``: int or
+        SeedSequence for the initial ``D'`` (``generate(seed=...)`` overrides it).
+
+    ``generate(..., warm=model)`` continues from an earlier :class:`RelaxedModel` over the same
+    domain and ``N'`` (RAP++'s rounds), with a fresh Adam state, as the reference does.
+    Structural zeros become zero-answer counting queries on their cells (and are enforced again
+    when sampling). Measured answers are normalised by the public record count, or by the count
+    estimated from the measurements (SPEC §3.2), and clipped to their possible range.
+    """
+
+    name = "relaxed"
+
+    def __init__(self, n_prime: int = 1000, iters: int = 1000, lr: float = 0.01, *, stages: int = 1,
+                 tol: float = 1e-4, weighting: str = "equal", init: str = "random", device: Any = None,
+                 seed: int | np.random.SeedSequence | None = None):
+        for nm, x in (("n_prime", n_prime), ("iters", iters), ("stages", stages)):
+            if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < (0 if nm == "iters" else 1):
+                raise ValueError(f"{nm} must be an integer >= {0 if nm == 'iters' else 1}, got {x!r}")
+        if not (lr > 0 and math.isfinite(lr)):
+            raise ValueError(f"lr must be positive and finite, got {lr!r}")
+        if not (tol >= 0 and math.isfinite(tol)):
+            raise ValueError(f"tol must be >= 0 and finite, got {tol!r}")
+        if weighting not in ("equal", "mle"):
+            raise ValueError(f"weighting must be 'equal' or 'mle', got {weighting!r}")
+        if init not in ("random", "uniform"):
+            raise ValueError(f"init must be 'random' or 'uniform', got {init!r}")
+        self.n_prime, self.iters, self.lr, self.stages = int(n_prime), int(iters), float(lr), int(stages)
+        self.tol, self.weighting, self.init, self.device, self.seed = float(tol), weighting, init, device, seed
+
+    def get_params(self) -> dict:
+        return {k: getattr(self, k) for k in
+                ("n_prime", "iters", "lr", "stages", "tol", "weighting", "init", "device", "seed")}
+
+    def clone(self, **changes) -> "RelaxedProjection":
+        return RelaxedProjection(**{**self.get_params(), **changes})
+
+    def model_size_mb(self, domain: Domain, cliques) -> None:
+        return None  # D' has a fixed size: no limit on what may be measured
+
+    def _initial(self, layout: _Layout, seed) -> torch.Tensor:
+        if self.init == "uniform":
+            X = torch.as_tensor(1.0 / layout.sizes[layout.block], dtype=torch.float32).expand(self.n_prime, -1).clone()
+            return X
+        ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        g = torch.Generator().manual_seed(int(ss.generate_state(1, np.uint64)[0] % (2**63)))
+        X = torch.rand((self.n_prime, layout.width), generator=g, dtype=torch.float32)
+        sums = torch.zeros((self.n_prime, len(layout.sizes))).index_add_(1, torch.as_tensor(layout.block), X)
+        return X / sums[:, torch.as_tensor(layout.block)]
+
+    def generate(self, measurements: Sequence[Measurement], domain: Domain, *, zeros: Sequence[StructuralZero] = (),
+                 total: float | None = None, warm: Any = None, seed: np.random.SeedSequence | None = None,
+                 progress=None, **extra: Any) -> RelaxedModel:
+        """Fit ``D'`` to ``measurements`` (any arity and attribute order, optional linear ``query``);
+        returns a :class:`RelaxedModel`. ``total``: the public record count (None: estimated).
+        Post-processing: no privacy cost."""
+        t0 = time.perf_counter()
+        if not isinstance(domain, Domain):
+            domain = Domain.from_dict(domain)
+        ms = [m if isinstance(m, Measurement) else Measurement(*m) for m in measurements]
+        ms = [m for m in ms if m.attrs]
+        if total is None:
+            total = estimate_total(ms, domain)
+        if not (total > 0 and math.isfinite(total)):
+            raise ValueError(f"total must be positive, got {total}")
+        zeros = list(zeros)
+        layout = _Layout(domain)
+        device = resolve_device(self.device)
+        if isinstance(warm, RelaxedModel) and warm.domain == domain and warm.n_prime == self.n_prime:
+            X0 = torch.as_tensor(warm.relaxed, dtype=torch.float32)
+        else:
+            X0 = self._initial(layout, seed if seed is not None else self.seed)
+        Q = _Queries(layout, device, torch.float32)
+        wmax = max((m.weight for m in ms), default=1.0) or 1.0
+        for m in ms:
+            if m.y.size and (m.query is None and m.y.size != domain.size(m.attrs)):
+                raise ValueError(f"measurement on {m.attrs}: expected {domain.size(m.attrs)} cells, got {m.y.size}")
+            w = 1.0 if self.weighting == "equal" else m.weight / wmax
+            Q.add(m.attrs, m.y / total, m.query, w)
+        for z in zeros:  # impossible cells: counting queries whose answer is 0
+            cells = np.flatnonzero(z.mask.ravel())
+            if cells.size:
+                Q._add_cells(z.attrs, cells, np.zeros(cells.size), 1.0)
+        Q.finish()
+        X = X0.to(device)
+        info = {"steps": 0, "loss": None, "device": str(device)}
+        if len(Q) and self.iters > 0:
+            X, info = self._fit(X, Q, layout, progress)
+        info["seconds"] = time.perf_counter() - t0
+        return RelaxedModel(domain, X.detach().cpu().numpy(), total, zeros, info)
+
+    def _fit(self, X: torch.Tensor, Q: _Queries, layout: _Layout, progress) -> tuple[torch.Tensor, dict]:
+        # Adam written out (torch.optim's first use imports torch._dynamo: seconds, for nothing here)
+        b1, b2, eps = 0.9, 0.999, 1e-8
+        X = X.clone().requires_grad_(True)
+        best, best_loss = X.detach().clone(), math.inf
+        steps = 0
+        for stage in range(self.stages):
+            lr = self.lr / 2**stage
+            m, v = torch.zeros_like(X), torch.zeros_like(X)  # a fresh Adam state per stage and per fit
+            hist: list[float] = []
+            for it in range(1, self.iters + 1):
+                loss = Q.loss(X)  # at the current (projected) D': also the early-stopping signal
+                cur = float(loss.detach())
+                if cur < best_loss:
+                    best_loss, best = cur, X.detach().clone()
+                hist.append(cur)
+                if cur <= 1e-12 or (self.tol > 0 and len(hist) > 5 and hist[-6] - cur < self.tol * hist[-6]):
+                    break
+                (g,) = torch.autograd.grad(loss, X)
+                steps += 1
+                with torch.no_grad():
+                    m.mul_(b1).add_(g, alpha=1 - b1)
+                    v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                    step = lr * math.sqrt(1 - b2**it) / (1 - b1**it)
+                    X.addcdiv_(m, v.sqrt().add_(eps), value=-step)
+                    X.copy_(simplex_project(X, layout))
+            if progress is not None:
+                progress(f"relaxed projection stage {stage + 1}/{self.stages}: loss {best_loss:.4g} ({steps} steps)")
+        with torch.no_grad():
+            cur = float(Q.loss(X))
+        if cur < best_loss:
+            best_loss, best = cur, X.detach().clone()
+        return best, {"steps": steps, "loss": best_loss}
