@@ -207,7 +207,8 @@ class GEMGenerator:
     3e-3 for the fewer steps; cosine decay to 0 over the fit), ``batch_size`` of the fixed latent batch (SPEC 1024; default 512),
     ``latent_dim`` (SPEC Σk_i; default 64), ``hidden`` layer widths (SPEC [2·dim,
     2·dim]; default (256, 256)), ``top_queries`` (100), ``error_share`` (0.5), ``ema_beta`` (0.5),
-    ``tol``: stop when the largest error falls below it; ``device`` (None: CUDA when present);
+    ``tol``: stop when the largest error falls below it; ``pretrain_steps`` for :meth:`pretrain`
+    (None: ``steps``); ``device`` (None: CUDA when present);
     ``seed`` (int or SeedSequence; ``generate`` passes the synthesizer's; None: 0, so refits in an
     adaptive loop are deterministic). :meth:`paper` gives SPEC §10.5's sizes (for a GPU).
 
@@ -218,7 +219,8 @@ class GEMGenerator:
 
     def __init__(self, steps: int = 200, lr: float = 3e-3, batch_size: int = 512, latent_dim: int | None = 64,
                  hidden: Sequence[int] | None = (256, 256), top_queries: int = 100, error_share: float = 0.5,
-                 ema_beta: float = 0.5, tol: float = 0.0, device: Any = None, seed: Any = None):
+                 ema_beta: float = 0.5, tol: float = 0.0, device: Any = None, seed: Any = None,
+                 pretrain_steps: int | None = None):
         for k, v, lo in (("steps", steps, 0), ("batch_size", batch_size, 1), ("top_queries", top_queries, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{k} must be an integer >= {lo}, got {v!r}")
@@ -234,6 +236,10 @@ class GEMGenerator:
         self.hidden = None if hidden is None else tuple(int(h) for h in hidden)
         self.top_queries, self.error_share, self.ema_beta, self.tol = top_queries, float(error_share), float(ema_beta), float(tol)
         self.device, self.seed = device, seed
+        if pretrain_steps is not None and (isinstance(pretrain_steps, bool) or not isinstance(pretrain_steps, int)
+                                           or pretrain_steps < 0):
+            raise ValueError(f"pretrain_steps must be an integer >= 0 or None, got {pretrain_steps!r}")
+        self.pretrain_steps = pretrain_steps
 
     @classmethod
     def paper(cls, **changes) -> "GEMGenerator":
@@ -243,7 +249,8 @@ class GEMGenerator:
     def get_params(self) -> dict:
         return {"steps": self.steps, "lr": self.lr, "batch_size": self.batch_size, "latent_dim": self.latent_dim,
                 "hidden": None if self.hidden is None else list(self.hidden), "top_queries": self.top_queries,
-                "error_share": self.error_share, "ema_beta": self.ema_beta, "tol": self.tol, "device": self.device}
+                "error_share": self.error_share, "ema_beta": self.ema_beta, "tol": self.tol, "device": self.device,
+                "pretrain_steps": self.pretrain_steps}
 
     def new_model(self, domain: Domain, total: float, zeros: Sequence[StructuralZero] = (), seed: Any = None) -> GEMModel:
         """An untrained network with its fixed latent batch, both drawn from ``seed``."""
@@ -310,6 +317,17 @@ class GEMGenerator:
         out.fit_info = {"steps": done, "max_error": float(final.max()), "mean_error": float(final.mean()),
                         "seconds": time.perf_counter() - t0, "device": str(device)}
         return out
+
+    def pretrain(self, public: Any, domain: Domain, cliques: Sequence[Sequence[str]], total: float,
+                 zeros: Sequence[StructuralZero] = (), steps: int | None = None) -> GEMModel:
+        """GEM^Pub's start: a fresh network trained ``steps`` (default the generator's) on the public
+        data's marginals on ``cliques``, rescaled to ``total`` records. Free: public data."""
+        steps = steps if steps is not None else self.pretrain_steps
+        cliques = [tuple(c) for c in cliques]
+        scale = float(total) / float(public.count())
+        ms = [Measurement(c, y * scale, None, source="public", weight=1.0)
+              for c, y in zip(cliques, public.marginals(cliques))]
+        return self.generate(ms, domain, zeros=zeros, total=total, steps=steps)
 
     def model_size_mb(self, domain: Domain, cliques) -> None:
         return None  # a network: no model-size limit on what may be measured

@@ -198,8 +198,8 @@ class GeneticGenerator:
         rng = np.random.default_rng(seed if seed is not None else 0)  # no seed: deterministic (loop refits)
         zeros = list(zeros)
         if (isinstance(warm, RecordsModel) and warm.weights is None and warm.domain == domain
-                and len(warm.codes) == n):
-            X = warm.codes.copy()
+                and len(warm.codes_) == n):
+            X = warm.codes_.copy()
         else:
             X = _start(targets, domain, n, rng)
         if zeros:

@@ -32,7 +32,7 @@ class RecordsModel:
             if weights.shape != (len(codes),) or (weights < 0).any() or not weights.sum() > 0:
                 raise ValueError("weights must be one non-negative number per record, not all zero")
             weights = weights / weights.sum()
-        self.domain, self.total, self.codes, self.weights = domain, float(total), codes, weights
+        self.domain, self.total, self.codes_, self.weights = domain, float(total), codes, weights
         self.fit_info = info or {}
 
     def project(self, attrs: Sequence[str]) -> np.ndarray:
@@ -40,8 +40,8 @@ class RecordsModel:
         attrs = tuple(attrs)
         if not attrs:
             return np.array([self.total])
-        w = self.weights if self.weights is not None else np.full(len(self.codes), 1.0 / len(self.codes))
-        counts = np.bincount(cell_index(self.codes, self.domain, attrs), weights=w,
+        w = self.weights if self.weights is not None else np.full(len(self.codes_), 1.0 / len(self.codes_))
+        counts = np.bincount(cell_index(self.codes_, self.domain, attrs), weights=w,
                              minlength=self.domain.size(attrs))
         return counts * self.total
 
@@ -57,25 +57,25 @@ class RecordsModel:
 
     def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
         """``rows`` records (see the class docstring for how)."""
-        return self.codes[self._pick(np.arange(len(self.codes)), int(rows), rng)].copy()
+        return self.codes_[self._pick(np.arange(len(self.codes_)), int(rows), rng)].copy()
 
     def sample_conditional(self, rows: int, rng: np.random.Generator, evidence) -> np.ndarray:
         """``rows`` records among those carrying ``evidence`` (attribute -> code): exact for the
         model's own distribution, but only repeats matching records."""
-        ok = np.ones(len(self.codes), dtype=bool)
+        ok = np.ones(len(self.codes_), dtype=bool)
         for a, v in evidence.items():
             if a not in self.domain:
                 raise ValueError(f"unknown attribute {a!r} in the condition")
-            ok &= self.codes[:, self.domain.attrs.index(a)] == int(v)
+            ok &= self.codes_[:, self.domain.attrs.index(a)] == int(v)
         if self.weights is not None:
             ok &= self.weights > 0
         idx = np.flatnonzero(ok)
         if int(rows) == 0:
-            return self.codes[:0].copy()
+            return self.codes_[:0].copy()
         if idx.size == 0:
             shown = ", ".join(f"{a}={v}" for a, v in evidence.items())
             raise ValueError(f"the condition {shown} has probability zero under the model (no record carries it)")
-        return self.codes[self._pick(idx, int(rows), rng)].copy()
+        return self.codes_[self._pick(idx, int(rows), rng)].copy()
 
     def size_mb(self) -> float:
-        return self.codes.nbytes / 2**20
+        return self.codes_.nbytes / 2**20
