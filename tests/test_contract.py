@@ -30,7 +30,13 @@ FAST_PRESET = {
     "privpgd": FAST_PGD,
     "jam": dict(workload="all-2way", rounds=4, iters=20, final_iters=30),
     "privbayes": {},
+    "gsd": dict(generations=300, check_every=100),
+    "gem": dict(rounds=3, steps=10, batch_size=32, latent_dim=8, hidden=(16, 16)),
+    "pmw-pub": dict(workload="all-2way", rounds=3, iters=10),
+    "gem-pub": dict(workload="all-2way", rounds=3, steps=10, batch_size=32, latent_dim=8, hidden=(16, 16)),
 }
+FAST_GENETIC = dict(generations=300, check_every=100)
+FAST_GEM = dict(steps=10, batch_size=32, latent_dim=8, hidden=(16, 16))
 FAST_SELECTOR = {"aim": lambda: dict(workload="all-2way", loop=PGM(iters=30, tol=1e-4)),
                  "mwem": lambda: dict(workload="all-2way", loop=PGM(iters=50)),
                  "jam": lambda: dict(workload="all-2way", rounds=4, loop=PGM(iters=20))}
@@ -74,8 +80,9 @@ def _pair_cases():
 
 
 def _generator(name):
-    return registry.make_generator(name) if name != "privpgd" else \
-        registry.load(registry.entry("generator", "privpgd").target)(**FAST_PGD)
+    fast = {"privpgd": FAST_PGD, "genetic": FAST_GENETIC, "gem": FAST_GEM}.get(name)
+    return registry.make_generator(name) if fast is None else \
+        registry.load(registry.entry("generator", name).target)(**fast)
 
 
 def _check(make, flags, nb):

@@ -149,8 +149,13 @@ class GEMModel:
 
     def probabilities(self, z: torch.Tensor | None = None) -> np.ndarray:
         """Softmax blocks (rows × Σk) for latents ``z`` (default: the fixed batch), on CPU."""
-        with torch.no_grad():
-            return forward(self.params, self.latent if z is None else z, self.spans).numpy().astype(np.float64)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # a few small products: extra threads only wait (see GEMGenerator)
+        try:
+            with torch.no_grad():
+                return forward(self.params, self.latent if z is None else z, self.spans).numpy().astype(np.float64)
+        finally:
+            torch.set_num_threads(threads)
 
     def project(self, attrs: Sequence[str]) -> np.ndarray:
         """The relaxed marginal on ``attrs`` (order given) over the fixed latent batch, as counts."""
@@ -208,7 +213,9 @@ class GEMGenerator:
     ``latent_dim`` (SPEC Σk_i; default 64), ``hidden`` layer widths (SPEC [2·dim,
     2·dim]; default (256, 256)), ``top_queries`` (100), ``error_share`` (0.5), ``ema_beta`` (0.5),
     ``tol``: stop when the largest error falls below it; ``pretrain_steps`` for :meth:`pretrain`
-    (None: ``steps``); ``device`` (None: CUDA when present);
+    (None: ``steps``); ``cpu_threads``: torch threads while training on CPU (1; None keeps torch's
+    setting: a small network ran 25× slower per step with 2 threads than with 1 on a busy 2-core
+    machine); ``device`` (None: CUDA when present);
     ``seed`` (int or SeedSequence; ``generate`` passes the synthesizer's; None: 0, so refits in an
     adaptive loop are deterministic). :meth:`paper` gives SPEC §10.5's sizes (for a GPU).
 
@@ -220,7 +227,7 @@ class GEMGenerator:
     def __init__(self, steps: int = 200, lr: float = 3e-3, batch_size: int = 512, latent_dim: int | None = 64,
                  hidden: Sequence[int] | None = (256, 256), top_queries: int = 100, error_share: float = 0.5,
                  ema_beta: float = 0.5, tol: float = 0.0, device: Any = None, seed: Any = None,
-                 pretrain_steps: int | None = None):
+                 pretrain_steps: int | None = None, cpu_threads: int | None = 1):
         for k, v, lo in (("steps", steps, 0), ("batch_size", batch_size, 1), ("top_queries", top_queries, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{k} must be an integer >= {lo}, got {v!r}")
@@ -240,6 +247,10 @@ class GEMGenerator:
                                            or pretrain_steps < 0):
             raise ValueError(f"pretrain_steps must be an integer >= 0 or None, got {pretrain_steps!r}")
         self.pretrain_steps = pretrain_steps
+        if cpu_threads is not None and (isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int)
+                                        or cpu_threads < 1):
+            raise ValueError(f"cpu_threads must be an integer >= 1 or None, got {cpu_threads!r}")
+        self.cpu_threads = cpu_threads
 
     @classmethod
     def paper(cls, **changes) -> "GEMGenerator":
@@ -250,7 +261,7 @@ class GEMGenerator:
         return {"steps": self.steps, "lr": self.lr, "batch_size": self.batch_size, "latent_dim": self.latent_dim,
                 "hidden": None if self.hidden is None else list(self.hidden), "top_queries": self.top_queries,
                 "error_share": self.error_share, "ema_beta": self.ema_beta, "tol": self.tol, "device": self.device,
-                "pretrain_steps": self.pretrain_steps}
+                "pretrain_steps": self.pretrain_steps, "cpu_threads": self.cpu_threads}
 
     def new_model(self, domain: Domain, total: float, zeros: Sequence[StructuralZero] = (), seed: Any = None) -> GEMModel:
         """An untrained network with its fixed latent batch, both drawn from ``seed``."""
@@ -281,10 +292,16 @@ class GEMGenerator:
         if not targets or steps == 0:
             model.fit_info = {"steps": 0, "seconds": time.perf_counter() - t0}
             return model
-        return self._train(model, targets, steps, progress, t0)
-
-    def _train(self, model: GEMModel, targets, steps: int, progress, t0: float) -> GEMModel:
         device = resolve_device(self.device)
+        threads = torch.get_num_threads()
+        if device.type == "cpu" and self.cpu_threads is not None:
+            torch.set_num_threads(self.cpu_threads)
+        try:
+            return self._train(model, targets, steps, progress, t0, device)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _train(self, model: GEMModel, targets, steps: int, progress, t0: float, device) -> GEMModel:
         dom = model.domain
         answers = _Answers(dom, [t.attrs for t in targets], model.starts, device)
         target = torch.as_tensor(np.clip(np.concatenate([t.y for t in targets]) / model.total, 0.0, 1.0),
