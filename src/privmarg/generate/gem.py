@@ -178,13 +178,39 @@ class GEMModel:
         that latent's softmax block (so the samples follow :meth:`project`). A record in a
         structural-zero cell has that zero's attributes redrawn from its latent's probabilities
         restricted to the allowed cells."""
-        rows = int(rows)
+        return self._draw(int(rows), rng, None, chunk)
+
+    def sample_conditional(self, rows: int, rng: np.random.Generator, evidence) -> np.ndarray:
+        """``rows`` records given ``evidence`` (attribute -> code), exact for the mixture: a latent
+        is picked with probability ∝ its probability of the evidence, the other attributes drawn
+        from its softmax blocks. Raises ``ValueError`` when the evidence has probability zero."""
+        idx = {}
+        for a, v in evidence.items():
+            if a not in self.domain:
+                raise ValueError(f"unknown attribute {a!r} in the condition")
+            idx[a] = int(v)
+        return self._draw(int(rows), rng, idx, 65536)
+
+    def _draw(self, rows: int, rng: np.random.Generator, evidence: dict | None, chunk: int) -> np.ndarray:
         if self._S is None:
             self._S = self.probabilities()
+        S = self._S
+        pick = np.full(S.shape[0], 1.0 / S.shape[0])
+        if evidence:
+            S = S.copy()
+            for a, v in evidence.items():
+                s, e = self.spans[self.domain.attrs.index(a)]
+                pick = pick * S[:, s + v]
+                S[:, s:e] = 0.0
+                S[:, s + v] = 1.0  # the evidence is certain (also inside zero repairs)
+            if not pick.sum() > 0:
+                shown = ", ".join(f"{a}={v}" for a, v in evidence.items())
+                raise ValueError(f"the condition {shown} has probability zero under the model")
+            pick = pick / pick.sum()
         out = np.empty((rows, len(self.domain)), dtype=np.int64)
         for s0 in range(0, rows, chunk):
             m = min(chunk, rows - s0)
-            P = self._S[rng.integers(0, self._S.shape[0], m)]
+            P = S[rng.choice(S.shape[0], m, p=pick)]
             u = 1.0 - rng.random((m, len(self.domain)))  # in (0, 1]
             codes = np.empty((m, len(self.domain)), dtype=np.int64)
             for j, (s, e) in enumerate(self.spans):
