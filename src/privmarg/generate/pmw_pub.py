@@ -84,7 +84,7 @@ class PublicReweighting:
         wt = np.array([t.weight for t in targets], dtype=float)
         wt = wt / wt.mean() if wt.mean() > 0 else np.ones(len(targets))
         cell_w = np.repeat(wt, sizes)
-        target = np.clip(np.concatenate([t.y for t in targets]) / N, 0.0, 1.0)
+        target = np.concatenate([t.y for t in targets]) / N  # unclipped: clipping biases empty cells up
         K = len(targets)
 
         def loss_grad(w, grad=True):
