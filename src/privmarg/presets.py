@@ -270,8 +270,8 @@ def _gem_generator(steps, lr, batch_size, latent_dim, hidden, device, pretrain_s
 
 class GEM(Synthesizer):
     """GEM (Liu, Vietri, Wu 2021; SPEC §10.5): ``rounds`` T (default ``5d``) rounds, each an
-    exponential-mechanism choice of the worst-fitted ``workload`` marginal (default all 2-way)
-    against the generator network and a Gaussian measurement of it (GEM's ``alpha`` = 0.5: half of
+    exponential-mechanism choice of a ``workload`` marginal (default all 2-way) by its expected
+    improvement against the generator network (error less the noise's expected L1 norm) and a Gaussian measurement of it (GEM's ``alpha`` = 0.5: half of
     each round's zCDP to each), with the network retrained ``steps`` Adam steps per round from where
     it was (:class:`~privmarg.select.gem.GEMSelector`,
     :class:`~privmarg.generate.gem.GEMGenerator`); the final fit continues ``steps`` more on all
