@@ -35,7 +35,13 @@ FAST_PRESET = {
     "gaussian": dict(workload="all-2way", generator=PGM(iters=50)),
     "rap": dict(rounds=2, top_k=5, n_prime=40, iters=10),
     "rap++": dict(rounds=2, n_prime=40, iters=10),
+    "gsd": dict(generations=300, check_every=100),
+    "gem": dict(rounds=3, steps=10, batch_size=32, latent_dim=8, hidden=(16, 16)),
+    "pmw-pub": dict(workload="all-2way", rounds=3, iters=10),
+    "gem-pub": dict(workload="all-2way", rounds=3, steps=10, batch_size=32, latent_dim=8, hidden=(16, 16)),
 }
+FAST_GENETIC = dict(generations=300, check_every=100)
+FAST_GEM = dict(steps=10, batch_size=32, latent_dim=8, hidden=(16, 16))
 FAST_SELECTOR = {"aim": lambda: dict(workload="all-2way", loop=PGM(iters=30, tol=1e-4)),
                  "mwem": lambda: dict(workload="all-2way", loop=PGM(iters=50)),
                  "jam": lambda: dict(workload="all-2way", rounds=4, loop=PGM(iters=20)),
@@ -44,7 +50,9 @@ FAST_SELECTOR = {"aim": lambda: dict(workload="all-2way", loop=PGM(iters=30, tol
                  "rap++": lambda: dict(rounds=2, loop=_generator("relaxed"))}
 FAST_GENERATOR = {"gum": lambda: GUM(iters=8, consistency_iters=30),
                   "privpgd": lambda: registry.load(registry.entry("generator", "privpgd").target)(**FAST_PGD),
-                  "relaxed": lambda: registry.load(registry.entry("generator", "relaxed").target)(n_prime=40, iters=10)}
+                  "relaxed": lambda: registry.load(registry.entry("generator", "relaxed").target)(n_prime=40, iters=10),
+                  "genetic": lambda: registry.load(registry.entry("generator", "genetic").target)(**FAST_GENETIC),
+                  "gem": lambda: registry.load(registry.entry("generator", "gem").target)(**FAST_GEM)}
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,10 @@ A saved model is a directory holding two files:
   source of each noisy marginal), ``rounds`` (what each adaptive round selected), ``model`` (the
   generator's model: a junction tree's cliques, edges and elimination order; PrivPGD's particles;
   GUM's synthetic records; a relaxed projection's ``N' × Σk`` probability rows; a decompression's
-  supports), and ``arrays_sha256``, the checksum of
-* ``arrays.npz`` (numpy, no pickles): the model's log-potentials, particles, records or probability rows, each measurement's
+  supports; GSD's records and PMW^Pub's record weights; GEM's network: its hidden sizes follow from
+  the weights), and ``arrays_sha256``, the checksum of
+* ``arrays.npz`` (numpy, no pickles): the model's log-potentials, particles, records (and weights),
+  probability rows or network weights and fixed latent batch, each measurement's
   noisy answers ``y`` (and linear query), structural-zero masks.
 
 Only what the fit released is written: never rows, exact counts, cached private answers, the seed
@@ -44,6 +46,7 @@ from ._version import __version__
 from .core import Domain, Measurement, StructuralZero
 from .generate.gum import GUMModel
 from .generate.pgm import GraphicalModel, JunctionTree
+from .generate.records import RecordsModel
 from .io import umask_mode
 from .privacy import Accountant
 from .release import Released
@@ -245,6 +248,26 @@ def _model_state(model: Any, key: str, arrays: dict) -> dict:
             zs.append({"attrs": list(z.attrs), "mask": f"{key}.zeros.{i}"})
         return {"kind": "relaxed", "domain": _domain_state(model.domain), "total": float(model.total),
                 "relaxed": f"{key}.relaxed", "zeros": zs}
+    if isinstance(model, RecordsModel):  # GSD's records, PMW^Pub's weighted public records
+        arrays[f"{key}.codes"] = np.asarray(model.codes_, dtype=np.int64)
+        out = {"kind": "records", "domain": _domain_state(model.domain), "total": float(model.total),
+               "codes": f"{key}.codes", "weights": None}
+        if model.weights is not None:
+            arrays[f"{key}.weights"] = np.asarray(model.weights, dtype=float)
+            out["weights"] = f"{key}.weights"
+        return out
+    if type(model).__name__ == "GEMModel":  # GEM's network: weights, the fixed latent batch, zeros
+        params = []
+        for i, p in enumerate(model.params):
+            arrays[f"{key}.params.{i}"] = p.numpy().astype(np.float32)
+            params.append(f"{key}.params.{i}")
+        arrays[f"{key}.latent"] = model.latent.numpy().astype(np.float32)
+        zeros = []
+        for i, z in enumerate(model.zeros):
+            arrays[f"{key}.zeros.{i}"] = np.asarray(z.mask, dtype=bool)
+            zeros.append({"attrs": list(z.attrs), "mask": f"{key}.zeros.{i}"})
+        return {"kind": "gem", "domain": _domain_state(model.domain), "total": float(model.total),
+                "params": params, "latent": f"{key}.latent", "zeros": zeros, "ema": model.ema}
     raise TypeError(f"cannot save a model of type {type(model).__name__}")
 
 
@@ -417,4 +440,22 @@ def _model(state: dict, arrays: dict) -> Any:
             raise ValueError("the relaxed data is not a matrix of probabilities")
         zs = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in state.get("zeros", [])]
         return RelaxedModel(domain, relaxed, float(state["total"]), zs)
+    if kind == "records":
+        w = state.get("weights")
+        return RecordsModel(domain, float(state["total"]), np.asarray(arrays[state["codes"]], dtype=np.int64),
+                            None if w is None else np.asarray(arrays[w], dtype=float))
+    if kind == "gem":
+        try:
+            import torch
+        except ImportError:  # pragma: no cover - torch is needed by GEM models only
+            raise ValueError("this saved model is GEM's: loading it needs torch (pip install privmarg[torch])") from None
+        from .generate.gem import GEMModel
+
+        params = [torch.as_tensor(np.asarray(arrays[k], dtype=np.float32)) for k in state["params"]]
+        latent = torch.as_tensor(np.asarray(arrays[state["latent"]], dtype=np.float32))
+        if len(params) < 2 or params[-1].shape != (sum(domain.shape),) or latent.ndim != 2 \
+                or params[0].shape[1] != latent.shape[1]:
+            raise ValueError("the GEM network does not fit the domain")
+        zeros = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in state.get("zeros", [])]
+        return GEMModel(domain, float(state["total"]), params, latent, zeros, state.get("ema"))
     raise ValueError(f"unknown model kind {kind!r}")

@@ -295,6 +295,117 @@ class RAP(Synthesizer):
         super().__init__(sel, generator if generator is not None else loop, epsilon=epsilon, delta=delta, **kw)
 
 
+class GSD(Synthesizer):
+    """Private-GSD (Liu, Vietri, Wu et al. 2023; SPEC §10.4): every ``degree``-way marginal measured
+    once with the Gaussian mechanism (the ``kway`` selector), then the genetic algorithm
+    (:class:`~privmarg.generate.genetic.GeneticGenerator`) fits ``min(N, max_rows)`` records to them;
+    ``sample()`` resamples those records to N.
+
+    Generator settings: ``generations`` (default 10·n), ``mutations`` and ``crossovers`` per
+    generation (50, 50), ``elite`` (5), ``max_rows`` (10 000), ``check_every`` / ``tol`` (early
+    stopping). Privacy: ``rho``-zCDP spent exactly, one Gaussian measurement per marginal at equal σ;
+    the genetic algorithm is post-processing.
+    """
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, degree: int = 2,
+                 generations: int | None = None, mutations: int = 50, crossovers: int = 50, elite: int = 5,
+                 max_rows: int = 10_000, check_every: int = 2_000, tol: float = 1e-4, generator: Any = None, **kw):
+        from .generate.genetic import GeneticGenerator
+
+        self.degree, self.generations, self.mutations, self.crossovers, self.elite = (
+            degree, generations, mutations, crossovers, elite)
+        self.max_rows, self.check_every, self.tol = max_rows, check_every, tol
+        gen = generator if generator is not None else GeneticGenerator(
+            generations, mutations, crossovers, elite, max_rows, check_every, tol)
+        super().__init__(KWaySelector(degree), gen, epsilon=epsilon, delta=delta, **kw)
+
+
+def _gem_generator(steps, lr, batch_size, latent_dim, hidden, device, pretrain_steps=None):
+    from .generate.gem import GEMGenerator  # torch: imported on use
+
+    return GEMGenerator(steps=steps, lr=lr, batch_size=batch_size, latent_dim=latent_dim, hidden=hidden,
+                        device=device, pretrain_steps=pretrain_steps)
+
+
+class GEM(Synthesizer):
+    """GEM (Liu, Vietri, Wu 2021; SPEC §10.5): ``rounds`` T (default ``5d``) rounds, each an
+    exponential-mechanism choice of a ``workload`` marginal (default all 2-way) by its expected
+    improvement against the generator network (error less the noise's expected L1 norm) and a Gaussian measurement of it (GEM's ``alpha`` = 0.5: half of
+    each round's zCDP to each), with the network retrained ``steps`` Adam steps per round from where
+    it was (:class:`~privmarg.select.gem.GEMSelector`,
+    :class:`~privmarg.generate.gem.GEMGenerator`); the final fit continues ``steps`` more on all
+    measurements. Network settings ``lr``, ``batch_size``, ``latent_dim``, ``hidden``, ``device``
+    (None: CUDA when present). Privacy: ``rho``-zCDP spent exactly, ``ρ/T`` per round.
+    """
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-2way",
+                 rounds: int | None = None, alpha: float = 0.5, steps: int = 200, lr: float = 3e-3,
+                 batch_size: int = 512, latent_dim: int | None = 64, hidden=(256, 256), device: Any = None,
+                 generator: Any = None, **kw):
+        from .select.gem import GEMSelector
+
+        self.workload, self.rounds, self.alpha, self.steps, self.lr = workload, rounds, alpha, steps, lr
+        self.batch_size, self.latent_dim, self.hidden, self.device = batch_size, latent_dim, hidden, device
+        loop = _gem_generator(steps, lr, batch_size, latent_dim, hidden, device)
+        sel = GEMSelector(workload, rounds=rounds, alpha=alpha, loop=loop)
+        super().__init__(sel, generator if generator is not None else loop, epsilon=epsilon, delta=delta, **kw)
+
+
+class _PublicStart(Synthesizer):
+    """Shared by PMW^Pub and GEM^Pub: ``fit(private, domain, public=table)``."""
+
+    def fit(self, data, domain=None, *, public=None, **kw):
+        if public is None:
+            raise ValueError(f"{type(self).__name__} needs public data: fit(private, domain, public=table)")
+        return super().fit(data, domain, public=public, **kw)
+
+
+class PMWPub(_PublicStart):
+    """PMW^Pub (Liu, Vietri, Steinke, Ullman, Wu 2021), JAM's public-data baseline: the synthetic
+    distribution is a reweighting of the public records (starting from their frequencies). Rounds as
+    GEM's (:class:`~privmarg.select.gem.PublicStartSelector`: ``rounds`` T, default ``5d``,
+    ``alpha`` 0.5, over ``workload``, default all 3-way as in JAM's experiments); after each
+    measurement ``iters`` multiplicative-weights steps refit the weights to every measurement so far
+    (:class:`~privmarg.generate.pmw_pub.PublicReweighting`). ``fit(private, domain, public=table)``.
+    Privacy: ``rho``-zCDP spent exactly, ``ρ/T`` per round; the public data is free. Samples are
+    public records (drawn by their weights): a record the public data lacks never appears.
+    """
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
+                 rounds: int | None = None, alpha: float = 0.5, iters: int = 100, eta: float = 1.0,
+                 generator: Any = None, **kw):
+        from .generate.pmw_pub import PublicReweighting
+        from .select.gem import PublicStartSelector
+
+        self.workload, self.rounds, self.alpha, self.iters, self.eta = workload, rounds, alpha, iters, eta
+        loop = PublicReweighting(iters, eta)
+        sel = PublicStartSelector(workload, rounds=rounds, alpha=alpha, loop=loop, label="PMW^Pub")
+        super().__init__(sel, generator if generator is not None else loop, epsilon=epsilon, delta=delta, **kw)
+
+
+class GEMPub(_PublicStart):
+    """GEM^Pub (Liu, Vietri, Wu 2021), JAM's public-data baseline: GEM's generator network first
+    trained ``pretrain_steps`` (default ``steps``) on the public data's ``workload`` marginals
+    (rescaled to N), then GEM's private rounds (:class:`~privmarg.select.gem.PublicStartSelector`:
+    ``rounds`` T, default ``5d``, ``alpha`` 0.5, workload default all 3-way as in JAM's experiments),
+    continuing to train the same network. ``fit(private, domain, public=table)``. Privacy:
+    ``rho``-zCDP spent exactly, ``ρ/T`` per round; the public data is free.
+    """
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
+                 rounds: int | None = None, alpha: float = 0.5, steps: int = 200, pretrain_steps: int | None = None,
+                 lr: float = 3e-3, batch_size: int = 512, latent_dim: int | None = 64, hidden=(256, 256),
+                 device: Any = None, generator: Any = None, **kw):
+        from .select.gem import PublicStartSelector
+
+        self.workload, self.rounds, self.alpha, self.steps, self.pretrain_steps = (
+            workload, rounds, alpha, steps, pretrain_steps)
+        self.lr, self.batch_size, self.latent_dim, self.hidden, self.device = lr, batch_size, latent_dim, hidden, device
+        loop = _gem_generator(steps, lr, batch_size, latent_dim, hidden, device, pretrain_steps)
+        sel = PublicStartSelector(workload, rounds=rounds, alpha=alpha, loop=loop, label="GEM^Pub")
+        super().__init__(sel, generator if generator is not None else loop, epsilon=epsilon, delta=delta, **kw)
+
+
 def _combined() -> None:
     """Presets that the registry defines as a selector + generator pair get their class here."""
     from . import registry

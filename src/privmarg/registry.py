@@ -58,6 +58,14 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.presets:RAP", flags=_f("torch", "workload", "adaptive")),
     Entry("rap++", "preset", "RAP++: Gumbel top-q marginal selection + relaxed projection (torch)",
           "privmarg.presets:RAPpp", flags=_f("torch", "workload", "adaptive")),
+    Entry("gsd", "preset", "Private-GSD: all 2-way marginals + a genetic algorithm over records",
+          "privmarg.presets:GSD"),
+    Entry("gem", "preset", "GEM: adaptive rounds with a generator network in the loop (torch)",
+          "privmarg.presets:GEM", flags=_f("workload", "adaptive", "torch")),
+    Entry("pmw-pub", "preset", "PMW^Pub: multiplicative weights over the public records (needs --public)",
+          "privmarg.presets:PMWPub", flags=_f("workload", "adaptive", "public")),
+    Entry("gem-pub", "preset", "GEM^Pub: GEM's network pretrained on public data (needs --public; torch)",
+          "privmarg.presets:GEMPub", flags=_f("workload", "adaptive", "public", "torch")),
     # selectors
     Entry("aim", "selector", "AIM's adaptive selection", "privmarg.select.aim:AIMSelector",
           flags=_f("workload", "adaptive")),
@@ -87,6 +95,10 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.generate.gum:GUM"),
     Entry("relaxed", "generator", "relaxed projection: per-attribute probability rows fitted by Adam (torch)",
           "privmarg.generate.relaxed:RelaxedProjection", flags=_f("torch")),
+    Entry("genetic", "generator", "Private-GSD's genetic algorithm over a table of records",
+          "privmarg.generate.genetic:GeneticGenerator"),
+    Entry("gem", "generator", "GEM's generator network: softmax blocks from a fixed latent batch (torch)",
+          "privmarg.generate.gem:GEMGenerator", flags=_f("torch")),
 )
 
 

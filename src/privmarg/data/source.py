@@ -48,6 +48,11 @@ class MemorySource:
     def marginals(self, cliques: Sequence[Sequence[str]]) -> list[np.ndarray]:
         return [self._data.project(tuple(c)) for c in cliques]
 
+    def records(self) -> np.ndarray:
+        """The rows as integer codes (a copy). For public data only (PMW^Pub reweights public
+        records); private data is read through a MeasurementSession."""
+        return self._data.codes.copy()
+
 
 class PrecomputedSource:
     """Exact marginals computed elsewhere (a database, another process): any clique that is a subset

@@ -1,0 +1,81 @@
+"""A model that is a table of synthetic records, optionally weighted (GSD's population, PMW^Pub's
+reweighted public records)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..core import Domain
+from .targets import cell_index
+
+
+class RecordsModel:
+    """``codes`` (rows × attributes, domain order) standing for ``total`` records.
+
+    Unweighted (``weights`` None): the records are the synthetic data; :meth:`sample` returns all of
+    them in random order when asked for as many, a subsample without replacement when asked for
+    fewer, and all of them plus draws with replacement when asked for more (GSD's "oversampled with
+    replacement"). Weighted: a distribution over the records (probabilities, summing to 1), sampled
+    with replacement. Post-processing only: no privacy cost."""
+
+    def __init__(self, domain: Domain, total: float, codes: np.ndarray, weights: np.ndarray | None = None,
+                 info: dict | None = None):
+        codes = np.ascontiguousarray(codes, dtype=np.int64)
+        if codes.ndim != 2 or codes.shape[1] != len(domain) or not len(codes):
+            raise ValueError(f"codes must have shape (rows >= 1, {len(domain)})")
+        if (codes < 0).any() or (codes >= np.asarray(domain.shape)).any():
+            raise ValueError("codes outside the domain")
+        if weights is not None:
+            weights = np.asarray(weights, dtype=float)
+            if weights.shape != (len(codes),) or (weights < 0).any() or not weights.sum() > 0:
+                raise ValueError("weights must be one non-negative number per record, not all zero")
+            weights = weights / weights.sum()
+        self.domain, self.total, self.codes_, self.weights = domain, float(total), codes, weights
+        self.fit_info = info or {}
+
+    def project(self, attrs: Sequence[str]) -> np.ndarray:
+        """Marginal counts on ``attrs`` (order given), scaled to ``total``."""
+        attrs = tuple(attrs)
+        if not attrs:
+            return np.array([self.total])
+        w = self.weights if self.weights is not None else np.full(len(self.codes_), 1.0 / len(self.codes_))
+        counts = np.bincount(cell_index(self.codes_, self.domain, attrs), weights=w,
+                             minlength=self.domain.size(attrs))
+        return counts * self.total
+
+    def _pick(self, idx: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
+        if self.weights is not None:
+            p = self.weights[idx]
+            return idx[rng.choice(idx.size, rows, replace=True, p=p / p.sum())]
+        if rows <= idx.size:
+            return idx[rng.choice(idx.size, rows, replace=False)]
+        out = np.concatenate([idx, idx[rng.integers(0, idx.size, rows - idx.size)]])
+        rng.shuffle(out)
+        return out
+
+    def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+        """``rows`` records (see the class docstring for how)."""
+        return self.codes_[self._pick(np.arange(len(self.codes_)), int(rows), rng)].copy()
+
+    def sample_conditional(self, rows: int, rng: np.random.Generator, evidence) -> np.ndarray:
+        """``rows`` records among those carrying ``evidence`` (attribute -> code): exact for the
+        model's own distribution, but only repeats matching records."""
+        ok = np.ones(len(self.codes_), dtype=bool)
+        for a, v in evidence.items():
+            if a not in self.domain:
+                raise ValueError(f"unknown attribute {a!r} in the condition")
+            ok &= self.codes_[:, self.domain.attrs.index(a)] == int(v)
+        if self.weights is not None:
+            ok &= self.weights > 0
+        idx = np.flatnonzero(ok)
+        if int(rows) == 0:
+            return self.codes_[:0].copy()
+        if idx.size == 0:
+            shown = ", ".join(f"{a}={v}" for a, v in evidence.items())
+            raise ValueError(f"the condition {shown} has probability zero under the model (no record carries it)")
+        return self.codes_[self._pick(idx, int(rows), rng)].copy()
+
+    def size_mb(self) -> float:
+        return self.codes_.nbytes / 2**20

@@ -1,0 +1,111 @@
+"""Measurements as per-clique target marginals: what query-matching generators (GSD, GEM, PMW^Pub) fit.
+
+Each measurement becomes noisy cell counts over its clique in canonical (domain) order; a linear
+``query`` is undone first (solve, or least squares when it is not square); repeated cliques are
+merged by their loss weights. Post-processing only: no privacy cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core import Domain, Factor, Measurement, StructuralZero
+from ..core.measurement import estimate_total
+
+
+@dataclass
+class Target:
+    """Noisy counts ``y`` (flat, row-major over ``attrs`` in domain order) and their merged loss
+    ``weight`` (Σ of the measurements' weights)."""
+
+    attrs: tuple[str, ...]
+    y: np.ndarray
+    weight: float
+
+
+def _cells(m: Measurement) -> np.ndarray:
+    if m.query is None:
+        return m.y
+    q = m.query
+    if q.shape[0] == q.shape[1]:
+        try:
+            return np.linalg.solve(q, m.y)
+        except np.linalg.LinAlgError:
+            pass
+    return np.linalg.lstsq(q, m.y, rcond=None)[0]
+
+
+def marginal_targets(measurements: Sequence[Measurement], domain: Domain) -> list[Target]:
+    """One :class:`Target` per distinct measured clique (empty cliques skipped), in first-seen order."""
+    acc: dict[tuple[str, ...], list] = {}
+    for m in measurements:
+        if not m.attrs:
+            continue
+        y = _cells(m)
+        if y.size != domain.size(m.attrs):
+            raise ValueError(f"measurement on {m.attrs}: expected {domain.size(m.attrs)} cells, got {y.size}")
+        canon = domain.canonical(m.attrs)
+        y = Factor.from_flat(domain, m.attrs, y).transpose(canon).flat
+        w = float(m.weight)
+        if canon in acc:
+            acc[canon][0] += w * y
+            acc[canon][1] += w
+        else:
+            acc[canon] = [w * y, w]
+    return [Target(a, s / w if w > 0 else s, w) for a, (s, w) in acc.items()]
+
+
+def resolve_total(measurements: Sequence[Measurement], domain: Domain, total: float | None) -> float:
+    """The public record count when given, else N̂ from the measurements (SPEC §3.2)."""
+    if total is None:
+        total = estimate_total(list(measurements), domain)
+    total = float(total)
+    if not (total > 0 and np.isfinite(total)):
+        raise ValueError(f"total must be positive and finite, got {total}")
+    return total
+
+
+def cell_index(codes: np.ndarray, domain: Domain, attrs: Sequence[str]) -> np.ndarray:
+    """Flat cell of each record (rows of codes over ``domain``) in the marginal on ``attrs``."""
+    axes = [domain.attrs.index(a) for a in attrs]
+    return np.ravel_multi_index(tuple(codes[:, i] for i in axes), domain.sizes(attrs))
+
+
+def forbidden(codes: np.ndarray, domain: Domain, zeros: Sequence[StructuralZero]) -> np.ndarray:
+    """Boolean per record: does it fall in a structural-zero cell?"""
+    bad = np.zeros(len(codes), dtype=bool)
+    for z in zeros:
+        bad |= z.mask.reshape(-1)[cell_index(codes, domain, z.attrs)]
+    return bad
+
+
+def repair_zeros(codes: np.ndarray, domain: Domain, zeros: Sequence[StructuralZero], rng: np.random.Generator,
+                 weights=None) -> np.ndarray:
+    """Move records in a structural-zero cell to an allowed cell of that zero's attributes, drawn
+    uniformly, or ∝ ``weights(rows, attrs)`` (an array rows × cells) when given. In place; returns
+    ``codes``. Overlapping zeros: repeated until clean (an error if it does not settle)."""
+    for _ in range(20):
+        clean = True
+        for z in zeros:
+            mask = z.mask.reshape(-1)
+            bad = np.flatnonzero(mask[cell_index(codes, domain, z.attrs)])
+            if bad.size == 0:
+                continue
+            clean = False
+            ok = ~mask
+            if not ok.any():
+                raise ValueError(f"structural zeros on {z.attrs} forbid every cell")
+            p = np.broadcast_to(ok.astype(float), (bad.size, ok.size)) if weights is None \
+                else np.asarray(weights(bad, z.attrs), dtype=float) * ok
+            p = np.where(p.sum(1, keepdims=True) > 0, p, ok.astype(float))
+            c = np.cumsum(p, axis=1)
+            u = (1.0 - rng.random(bad.size)) * c[:, -1]  # in (0, total]: never a zero-width cell
+            cell = np.minimum((c < u[:, None]).sum(1), ok.size - 1)
+            cols = [domain.attrs.index(a) for a in z.attrs]
+            codes[np.ix_(bad, cols)] = np.column_stack(np.unravel_index(cell, domain.sizes(z.attrs)))
+        if clean:
+            return codes
+    raise ValueError("structural zeros could not all be satisfied (overlapping zeros leave no allowed record?)")
