@@ -30,10 +30,12 @@ FAST_PRESET = {
     "privpgd": FAST_PGD,
     "jam": dict(workload="all-2way", rounds=4, iters=20, final_iters=30),
     "privbayes": {},
+    "privmrf": dict(loop=PGM(iters=30, tol=1e-4), generator=PGM(iters=50)),
 }
 FAST_SELECTOR = {"aim": lambda: dict(workload="all-2way", loop=PGM(iters=30, tol=1e-4)),
                  "mwem": lambda: dict(workload="all-2way", loop=PGM(iters=50)),
-                 "jam": lambda: dict(workload="all-2way", rounds=4, loop=PGM(iters=20))}
+                 "jam": lambda: dict(workload="all-2way", rounds=4, loop=PGM(iters=20)),
+                 "privmrf": lambda: dict(loop=PGM(iters=30, tol=1e-4))}
 
 
 def table(n=400, seed=0) -> Dataset:

@@ -50,6 +50,8 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.presets:JAM", flags=_f("workload", "adaptive", "public", "replace_one")),
     Entry("privbayes", "preset", "PrivBayes: greedy degree-k Bayesian network + Private-PGM",
           "privmarg.presets:PrivBayes", selector="privbayes", generator="pgm"),
+    Entry("privmrf", "preset", "PrivMRF: noisy attribute graph, Bayesian-network start, refinement + Private-PGM",
+          "privmarg.presets:PrivMRF", selector="privmrf", generator="pgm", flags=_f("adaptive")),
     # selectors
     Entry("aim", "selector", "AIM's adaptive selection", "privmarg.select.aim:AIMSelector",
           flags=_f("workload", "adaptive")),
@@ -62,6 +64,8 @@ ENTRIES: tuple[Entry, ...] = (
           flags=_f("workload", "adaptive", "public", "replace_one")),
     Entry("privbayes", "selector", "PrivBayes's greedy Bayesian network (exponential mechanism)",
           "privmarg.select.privbayes:PrivBayesSelector"),
+    Entry("privmrf", "selector", "PrivMRF's attribute graph and noisy-score refinement (Gaussian scores)",
+          "privmarg.select.privmrf:PrivMRFSelector", flags=_f("adaptive")),
     # generators
     Entry("pgm", "generator", "graphical model (Private-PGM): mirror descent on a junction tree",
           "privmarg.generate.pgm:PGM"),
