@@ -153,3 +153,15 @@ def test_preset_is_registered_and_runs():
 def test_bad_parameters_are_refused(bad):
     with pytest.raises(ValueError):
         PrivMRFSelector(**bad)
+
+
+@pytest.mark.parametrize("neighbour", ["add_remove", "replace_one"])
+@pytest.mark.parametrize("d", [1, 2])
+def test_tiny_domains_spend_exactly(neighbour, d):
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 3, size=(300, d))
+    data = Dataset(codes, Domain([f"x{i}" for i in range(d)], [3] * d))
+    syn = _fit(data, neighbour)
+    ledger = syn.privacy_report()["ledger"]
+    assert sum(c["rho"] for c in ledger) == pytest.approx(syn.rho_total, rel=1e-9)
+    assert {a for m in syn.measurements_ for a in m.attrs} == set(data.domain.attrs)

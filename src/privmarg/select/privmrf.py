@@ -38,6 +38,8 @@ def _subsets_within(dom: Domain, clique: Clique, max_len: int, limit: float) -> 
     """Subsets of ``clique`` with 1..``max_len`` attributes; those with two or more attributes need
     fewer than ``limit`` cells (depth-first, pruned: a superset never has fewer cells)."""
     out: list[Clique] = []
+    if max_len < 1:
+        return out
 
     def grow(start: int, cur: tuple, cells: int) -> None:
         for i in range(start, len(clique)):
