@@ -123,8 +123,10 @@ class PrivMRFSelector:
     mechanism with the L2 sensitivity above. Ours: a noisy N̂ with its own charge (the reference adds
     noise to N without accounting it properly); zCDP throughout; both neighbour relations; the graph
     kept triangulated between edges (the reference re-triangulates the raw graph) with our junction
-    tree's greedy elimination; candidates inside an already-measured marginal and those already
-    measured are left out; the candidate draw is without replacement (numpy's weighted choice); the
+    tree's greedy elimination; θ-usefulness with the mean absolute noise σ√(2/π) in both phases, at
+    the planned σ (the reference omits √(2/π) when building the graph and re-sizes with the final σ);
+    candidates inside an initial marginal are left out and a measured candidate leaves the pool (the
+    reference may measure a marginal twice); the candidate draw is without replacement (numpy's weighted choice); the
     halved weights go to the lower-scoring half (the reference halves by list position); every
     measured set's junction tree (what Private-PGM fits) must keep its largest clique within
     ``max_clique_size`` cells and its total within ``max_model_size`` MB (the reference's model is
