@@ -39,6 +39,7 @@ FAST_PRESET = {
     "gem": dict(rounds=3, steps=10, batch_size=32, latent_dim=8, hidden=(16, 16)),
     "pmw-pub": dict(workload="all-2way", rounds=3, iters=10),
     "gem-pub": dict(workload="all-2way", rounds=3, steps=10, batch_size=32, latent_dim=8, hidden=(16, 16)),
+    "privmrf": dict(loop=PGM(iters=30, tol=1e-4), generator=PGM(iters=50)),
 }
 FAST_GENETIC = dict(generations=300, check_every=100)
 FAST_GEM = dict(steps=10, batch_size=32, latent_dim=8, hidden=(16, 16))
@@ -47,7 +48,8 @@ FAST_SELECTOR = {"aim": lambda: dict(workload="all-2way", loop=PGM(iters=30, tol
                  "jam": lambda: dict(workload="all-2way", rounds=4, loop=PGM(iters=20)),
                  "gaussian": lambda: dict(workload="all-2way"),
                  "rap": lambda: dict(rounds=2, top_k=5, loop=_generator("relaxed")),
-                 "rap++": lambda: dict(rounds=2, loop=_generator("relaxed"))}
+                 "rap++": lambda: dict(rounds=2, loop=_generator("relaxed")),
+                 "privmrf": lambda: dict(loop=PGM(iters=30, tol=1e-4))}
 FAST_GENERATOR = {"gum": lambda: GUM(iters=8, consistency_iters=30),
                   "privpgd": lambda: registry.load(registry.entry("generator", "privpgd").target)(**FAST_PGD),
                   "relaxed": lambda: registry.load(registry.entry("generator", "relaxed").target)(n_prime=40, iters=10),

@@ -66,6 +66,8 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.presets:PMWPub", flags=_f("workload", "adaptive", "public")),
     Entry("gem-pub", "preset", "GEM^Pub: GEM's network pretrained on public data (needs --public; torch)",
           "privmarg.presets:GEMPub", flags=_f("workload", "adaptive", "public", "torch")),
+    Entry("privmrf", "preset", "PrivMRF: noisy attribute graph, Bayesian-network start, refinement + Private-PGM",
+          "privmarg.presets:PrivMRF", selector="privmrf", generator="pgm", flags=_f("adaptive")),
     # selectors
     Entry("aim", "selector", "AIM's adaptive selection", "privmarg.select.aim:AIMSelector",
           flags=_f("workload", "adaptive")),
@@ -86,6 +88,8 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.select.rap:RAPSelector", flags=_f("workload", "adaptive", "torch")),
     Entry("rap++", "selector", "RAP++'s Gumbel top-q marginals per round (relaxed-projection loop)",
           "privmarg.select.rap:RAPppSelector", flags=_f("workload", "adaptive", "torch")),
+    Entry("privmrf", "selector", "PrivMRF's attribute graph and noisy-score refinement (Gaussian scores)",
+          "privmarg.select.privmrf:PrivMRFSelector", flags=_f("adaptive")),
     # generators
     Entry("pgm", "generator", "graphical model (Private-PGM): mirror descent on a junction tree",
           "privmarg.generate.pgm:PGM"),

@@ -21,6 +21,18 @@ A config (paths relative to the config file's folder)::
     methods:
       aim: {params: {workload: all-2way}}    # key = registry name, or give method: NAME|module:Class
       mst: {}
+    modules:                     # optional: registry selector x generator pairs (methods may then be left out)
+      params: {neighbour: add_remove}        # Synthesizer keywords for every pair
+      selector_params: {aim: {workload: all-3way}}
+      generator_params: {pgm: {iters: 1000}}
+      sweeps:                                # every (selector, generator) of each sweep, once
+        - {selectors: [aim, mst], generators: [pgm]}
+        - {selectors: [mst], generators: [pgm, privpgd]}
+
+A pair becomes the method ``SELECTOR/GENERATOR`` (reference ``pair:SELECTOR/GENERATOR``, see
+:func:`privmarg.benchmark.methods.pair_ref`). A name that is not in this privmarg's registry is
+kept (its cells run once the name exists) and skipped with a note, as a method whose extra is
+missing is; :attr:`BenchConfig.notes` says which names those are.
 
 A cell is one (dataset, method, epsilon, seed); its identity includes a hash of everything that
 changes its result (data, split, method and params, delta, rows), so editing a config never reuses
@@ -35,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .methods import METHODS
+from .methods import METHODS, pair_ref
 
 DEFAULT_SPLIT = {"test_fraction": 0.2, "seed": 0}
 
@@ -105,6 +117,7 @@ class BenchConfig:
     max_crashes: int = 2
     figure_metrics: list[str] | None = None
     start_method: str = "forkserver"
+    notes: list[str] = field(default_factory=list)
 
     @property
     def results_path(self) -> Path:
@@ -180,10 +193,12 @@ def load_config(path: str | Path) -> BenchConfig:
                                     rel(_req(spec, "domain", f"datasets.{name}")), rel(spec.get("test")),
                                     spec.get("target"), task, list(spec.get("numeric") or [])))
 
-    raw_m = _req(raw, "methods", str(path))
+    if "methods" not in raw and "modules" not in raw:
+        raise ConfigError(f"{path}: missing key 'methods' (or 'modules')")
+    raw_m = raw.get("methods") or {}
     if isinstance(raw_m, list):
         raw_m = {str(m): {} for m in raw_m}
-    if not isinstance(raw_m, dict) or not raw_m:
+    if not isinstance(raw_m, dict) or (not raw_m and "modules" not in raw):
         raise ConfigError("methods: must be a non-empty list of names or mapping name -> {method, params}")
     methods = []
     for name, spec in raw_m.items():
@@ -200,6 +215,13 @@ def load_config(path: str | Path) -> BenchConfig:
             raise ConfigError(f"methods.{name}: unknown method {target!r}: choose one of "
                               f"{', '.join(m for m in METHODS if m != 'real')} or give method: module:Class")
         methods.append(MethodSpec(str(name), target, dict(params)))
+
+    notes: list[str] = []
+    if "modules" in raw:
+        for spec in _modules(raw["modules"], notes):
+            if any(m.name == spec.name for m in methods):
+                raise ConfigError(f"modules: the pair {spec.name!r} clashes with a method of that name")
+            methods.append(spec)
 
     def num_list(key, cast):
         v = _req(raw, key, str(path))
@@ -218,7 +240,7 @@ def load_config(path: str | Path) -> BenchConfig:
         raise ConfigError("split.test_fraction: must be in (0, 1)")
     known = {"output", "workers", "delta", "epsilons", "seeds", "reference", "baseline", "split", "rows",
              "metrics", "ml_models", "ml_max_train_rows", "max_crashes", "datasets", "methods", "name",
-             "figure_metrics", "start_method"}
+             "figure_metrics", "start_method", "modules"}
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; known: {', '.join(sorted(known))}")
@@ -245,4 +267,61 @@ def load_config(path: str | Path) -> BenchConfig:
         rows=raw.get("rows"), metrics=list(metrics) if metrics is not None else None,
         ml_models=raw.get("ml_models"), ml_max_train_rows=raw.get("ml_max_train_rows"),
         max_crashes=int(raw.get("max_crashes", 2)), figure_metrics=raw.get("figure_metrics"),
-        start_method=start_method)
+        start_method=start_method, notes=notes)
+
+
+def _modules(raw: Any, notes: list[str]) -> list[MethodSpec]:
+    """The method specs of a ``modules:`` section (see the module docstring); unknown registry names
+    are kept and noted in ``notes``."""
+    from .. import registry
+
+    if not isinstance(raw, dict):
+        raise ConfigError("modules: must be a mapping with 'sweeps' (or 'selectors' and 'generators')")
+    unknown_keys = set(raw) - {"sweeps", "selectors", "generators", "params", "selector_params", "generator_params"}
+    if unknown_keys:
+        raise ConfigError(f"modules: unknown key(s) {sorted(unknown_keys)}")
+    sweeps = raw.get("sweeps")
+    if sweeps is None:
+        sweeps = [{k: raw[k] for k in ("selectors", "generators") if k in raw}]
+    elif "selectors" in raw or "generators" in raw:
+        raise ConfigError("modules: give either 'sweeps' or 'selectors' and 'generators', not both")
+    if not isinstance(sweeps, list) or not sweeps:
+        raise ConfigError("modules.sweeps: must be a non-empty list of {selectors: [...], generators: [...]}")
+    maps = {}
+    for key in ("params", "selector_params", "generator_params"):
+        v = raw.get(key) or {}
+        if not isinstance(v, dict) or (key != "params" and not all(isinstance(x, dict) for x in v.values())):
+            raise ConfigError(f"modules.{key}: must be a mapping" + ("" if key == "params" else " name -> {...}"))
+        maps[key] = v
+    pairs: list[tuple[str, str]] = []
+    for i, sw in enumerate(sweeps):
+        if not isinstance(sw, dict) or set(sw) != {"selectors", "generators"}:
+            raise ConfigError(f"modules.sweeps[{i}]: must be a mapping with exactly 'selectors' and 'generators'")
+        lists = {}
+        for key in ("selectors", "generators"):
+            v = sw[key]
+            v = [v] if isinstance(v, str) else v
+            if not isinstance(v, list) or not v or not all(isinstance(x, str) and x.strip() for x in v):
+                raise ConfigError(f"modules.sweeps[{i}].{key}: must be a non-empty list of names")
+            lists[key] = [x.strip().lower() for x in v]
+        pairs += [(s, g) for s in lists["selectors"] for g in lists["generators"]]
+    pairs = list(dict.fromkeys(pairs))
+    known = {"selector": set(registry.names("selector")), "generator": set(registry.names("generator"))}
+    for kind in ("selector", "generator"):
+        missing = sorted({p[kind == "generator"] for p in pairs} - known[kind])
+        if missing:
+            notes.append(f"modules: {kind}(s) {', '.join(missing)} not in this privmarg's registry "
+                         f"(known: {', '.join(sorted(known[kind]))}); their pairs are skipped")
+    for kind, key in (("selector", "selector_params"), ("generator", "generator_params")):
+        stray = sorted(set(maps[key]) - {p[kind == "generator"] for p in pairs})
+        if stray:
+            raise ConfigError(f"modules.{key}: {', '.join(stray)} is in no sweep")
+    out = []
+    for sel, gen in pairs:
+        params = dict(maps["params"])
+        if sel in maps["selector_params"]:
+            params["selector"] = dict(maps["selector_params"][sel])
+        if gen in maps["generator_params"]:
+            params["generator"] = dict(maps["generator_params"][gen])
+        out.append(MethodSpec(f"{sel}/{gen}", pair_ref(sel, gen), params))
+    return out

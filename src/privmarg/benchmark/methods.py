@@ -5,6 +5,9 @@ returns an object with ``sample_codes(rows=None)`` (integer codes, one column pe
 :class:`privmarg.Synthesizer` qualifies (every preset of :mod:`privmarg.registry` is listed). Names map to ``"module:attribute"`` strings;
 a config may also give such a string directly (``method: mypkg.mod:MyMech``).
 
+Module pairs: ``pair:SELECTOR/GENERATOR`` is any (selector, generator) of :func:`privmarg.registry.pairs`
+(a config's ``modules:`` section writes them); a name this privmarg lacks makes it unavailable.
+
 Peers: ``smartnoise-aim`` and ``smartnoise-mst`` run smartnoise-synth through
 ``benchmarks/peers.py``'s ``smartnoise_synth(df, domain, method, epsilon, delta, seed)``; when it
 cannot run here the method is skipped with a note (see :func:`check_available`).
@@ -12,6 +15,7 @@ cannot run here the method is skipped with a note (see :func:`check_available`).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -37,8 +41,66 @@ class MethodUnavailable(ImportError):
     """The method cannot run in this environment (package or module missing)."""
 
 
+#: a (selector, generator) pair of the registry: ``pair:SELECTOR/GENERATOR`` (``bench``'s module sweeps)
+PAIR_PREFIX = "pair:"
+
+
+def pair_ref(selector: str, generator: str) -> str:
+    """The method reference of a registry (selector, generator) pair: ``pair:SELECTOR/GENERATOR``."""
+    return f"{PAIR_PREFIX}{selector}/{generator}"
+
+
+class ModulePair:
+    """One selector × generator pair of the registry as a benchmark method: a
+    :class:`privmarg.Synthesizer` of ``selector`` (its ``params["selector"]`` keywords; a ``loop``
+    given as a mapping ``{name: pgm, iters: ...}`` becomes that generator) and ``generator`` (its
+    ``params["generator"]`` keywords); the other ``params`` go to the Synthesizer (``neighbour``,
+    ...). Privacy: the selector's (it spends the whole budget)."""
+
+    def __init__(self, sel_name: str, gen_name: str, /, epsilon=None, delta=None, seed=None, **params):
+        from ..synth import Synthesizer
+
+        sel_kw = dict(params.pop("selector", None) or {})
+        gen_kw = dict(params.pop("generator", None) or {})
+        if isinstance(sel_kw.get("loop"), dict):  # a model in the loop from YAML: {name: pgm, iters: 250, ...}
+            loop = dict(sel_kw["loop"])
+            sel_kw["loop"] = registry.load(registry.entry("generator", loop.pop("name", "pgm")).target)(**loop)
+        sel = registry.make_selector(sel_name, **sel_kw)
+        gen = registry.load(registry.entry("generator", gen_name).target)(**gen_kw)
+        self.synth = Synthesizer(sel, gen, epsilon=epsilon, delta=delta, seed=seed, **params)
+
+    def fit(self, data: Dataset) -> Any:
+        return self.synth.fit(data)
+
+
+def _pair(method: str) -> Callable[..., Any]:
+    """The factory of ``pair:SELECTOR/GENERATOR``, or :class:`MethodUnavailable` saying why it cannot run."""
+    body = method[len(PAIR_PREFIX):]
+    sel, sep, gen = body.partition("/")
+    if not sep or not sel or not gen:
+        raise MethodUnavailable(f"{method!r}: a pair is written pair:SELECTOR/GENERATOR")
+    for kind, name in (("selector", sel), ("generator", gen)):
+        if name.lower() not in registry.names(kind):
+            raise MethodUnavailable(f"{kind} {name!r} is not in this privmarg's registry "
+                                    f"({kind}s: {', '.join(registry.names(kind))})")
+    if (sel.lower(), gen.lower()) not in registry.pairs():
+        raise MethodUnavailable(f"{sel} x {gen} is not a valid pair (privmarg.registry.pairs())")
+    flags = registry.entry("selector", sel).flags | registry.entry("generator", gen).flags
+    if "public" in flags:
+        raise MethodUnavailable(f"selector {sel!r} needs public data, which bench does not pass")
+    try:
+        for kind, name in (("selector", sel), ("generator", gen)):
+            registry.require(registry.entry(kind, name))
+    except registry.MissingExtra as e:
+        raise MethodUnavailable(str(e)) from None
+    return functools.partial(ModulePair, sel.lower(), gen.lower())
+
+
 def resolve(method: str) -> Callable[..., Any]:
-    """The factory for a registry name or a ``module:attribute`` string (imports it now)."""
+    """The factory for a registry name, a ``module:attribute`` string (imports it now) or a
+    ``pair:SELECTOR/GENERATOR`` of the registry."""
+    if method.startswith(PAIR_PREFIX):
+        return _pair(method)
     target = METHODS.get(method.lower(), method)
     if ":" not in target:
         raise MethodUnavailable(f"unknown method {method!r}: use one of {', '.join(METHODS)} or 'module:Class'")

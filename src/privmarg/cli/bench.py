@@ -28,6 +28,8 @@ def bench_cmd(
         _fail(str(e))
     except Exception as e:  # YAML syntax errors and the like
         _fail(f"{config}: {type(e).__name__}: {e}")
+    for note in cfg.notes:  # e.g. module names this privmarg does not have: their cells are skipped
+        err.print(f"note: {note}")
     if dry_run:
         rows = cell_table(cfg)
         for r in rows:

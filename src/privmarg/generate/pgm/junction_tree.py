@@ -102,6 +102,28 @@ def model_size_mb(domain: Domain, cliques: Iterable[Sequence[str]]) -> float:
     return 8.0 * sum(masks.cells(c) for c in _maximal(elim)) / MB
 
 
+def maximal_masks(domain: Domain, cliques: Sequence[int]) -> list[int]:
+    """Maximal cliques, as bit masks over ``domain.attrs``, of the chordal graph that greedy
+    elimination (SPEC §3.3, the triangulation :class:`JunctionTree` uses) makes of ``cliques``
+    (bit masks too). For searches that try many graphs (PrivMRF's attribute graph)."""
+    masks = _masks(domain)
+    _, elim = _eliminate(masks, list(cliques))
+    return _maximal(elim)
+
+
+def mask_cells(domain: Domain, mask: int) -> int:
+    """Cells of the marginal on the attributes in ``mask`` (bit ``i`` = ``domain.attrs[i]``)."""
+    return _masks(domain).cells(mask)
+
+
+def largest_clique_cells(domain: Domain, cliques: Iterable[Sequence[str]]) -> tuple[int, int]:
+    """(cells of the largest maximal clique, cells of all of them) of the junction tree
+    :class:`JunctionTree` builds over ``cliques``."""
+    masks = _masks(domain)
+    cells = [masks.cells(m) for m in maximal_masks(domain, [masks.mask(c) for c in cliques])]
+    return (max(cells) if cells else 1), sum(cells)
+
+
 @dataclass
 class JunctionTree:
     """Maximal cliques (canonical attribute tuples), tree edges and elimination order."""
