@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from privmarg import Dataset, Domain, Measurement, load, registry
-from privmarg.generate.gum import GUM, GUMModel, make_consistent, norm_sub
+from privmarg.generate.gum import GUM, make_consistent, norm_sub
+from privmarg.generate.records import RecordsModel
 from privmarg.privacy import recompute_rho
 from privmarg.select.privbayes import dependence_score
 from privmarg.select.privsyn import (
@@ -202,7 +203,7 @@ def test_gum_reproduces_noiseless_marginals():
     cliques = [(a,) for a in dom.attrs] + pairs
     meas = [Measurement(c, marginal(data, c), 1e-6) for c in cliques]
     model = GUM().generate(meas, dom, total=float(len(data)), seed=np.random.SeedSequence(0))
-    assert isinstance(model, GUMModel) and model.records.shape == (2000, 5)
+    assert isinstance(model, RecordsModel) and model.codes_.shape == (2000, 5)
     tv = [0.5 * np.abs(model.project(p) - marginal(data, p)).sum() / len(data) for p in pairs]
     assert np.mean(tv) < 0.02, tv
     # the starting point (independent 1-ways) is far from them: the updates did the work
@@ -216,11 +217,11 @@ def test_gum_estimates_the_total_and_samples_from_its_records():
     dom = data.domain
     meas = [Measurement(c, marginal(data, c) + 0.3, 1.0) for c in [("a", "b"), ("c",), ("d", "e")]]
     model = GUM(**FAST_GUM).generate(meas, dom, seed=np.random.SeedSequence(1))
-    assert abs(model.total - 500) < 10 and model.records.shape[0] == round(model.total)
+    assert abs(model.total - 500) < 10 and model.codes_.shape[0] == round(model.total)
     rng = np.random.default_rng(0)
     assert model.sample(20, rng).shape == (20, 5)
-    more = model.sample(model.records.shape[0] + 7, rng)
-    rows = {tuple(r) for r in model.records}
+    more = model.sample(model.codes_.shape[0] + 7, rng)
+    rows = {tuple(r) for r in model.codes_}
     assert all(tuple(r) in rows for r in more)
     cond = model.sample_conditional(30, rng, {"a": 2})
     assert (cond[:, 0] == 2).all()
@@ -232,7 +233,7 @@ def test_saved_gum_model_samples_identically(tmp_path):
     fit.save(tmp_path / "m")
     back = load(tmp_path / "m")
     assert back.info["model"]["kind"] == "records" and back.info["generator"]["name"] == "gum"
-    assert np.array_equal(back.model_.records, fit.model_.records)
+    assert np.array_equal(back.model_.codes_, fit.model_.codes_)
     assert np.array_equal(back.sample_codes(333, seed=11), fit.sample_codes(333, seed=11))
     assert np.array_equal(back.sample_codes(seed=5), fit.sample_codes(seed=5))
 

@@ -44,7 +44,6 @@ import numpy as np
 
 from ._version import __version__
 from .core import Domain, Measurement, StructuralZero
-from .generate.gum import GUMModel
 from .generate.pgm import GraphicalModel, JunctionTree
 from .generate.records import RecordsModel
 from .io import umask_mode
@@ -229,10 +228,6 @@ def _model_state(model: Any, key: str, arrays: dict) -> dict:
         return {"kind": "graphical_model", "domain": _domain_state(model.domain), "total": float(model.total),
                 "cliques": [list(c) for c in tree.cliques], "edges": [[int(p), int(c)] for p, c in tree.edges],
                 "order": list(tree.order), "theta": keys}
-    if isinstance(model, GUMModel):
-        arrays[f"{key}.records"] = np.asarray(model.records, dtype=np.int64)
-        return {"kind": "records", "domain": _domain_state(model.domain), "total": float(model.total),
-                "records": f"{key}.records"}
     if type(model).__name__ == "PrivPGDGenerator" and hasattr(model, "codes_"):
         arrays[f"{key}.codes"] = np.asarray(model.codes_, dtype=np.int64)
         arrays[f"{key}.particles"] = np.asarray(model.particles_.numpy(), dtype=np.float32)
@@ -248,7 +243,7 @@ def _model_state(model: Any, key: str, arrays: dict) -> dict:
             zs.append({"attrs": list(z.attrs), "mask": f"{key}.zeros.{i}"})
         return {"kind": "relaxed", "domain": _domain_state(model.domain), "total": float(model.total),
                 "relaxed": f"{key}.relaxed", "zeros": zs}
-    if isinstance(model, RecordsModel):  # GSD's records, PMW^Pub's weighted public records
+    if isinstance(model, RecordsModel):  # GUM's and GSD's records, PMW^Pub's weighted public records
         arrays[f"{key}.codes"] = np.asarray(model.codes_, dtype=np.int64)
         out = {"kind": "records", "domain": _domain_state(model.domain), "total": float(model.total),
                "codes": f"{key}.codes", "weights": None}
@@ -409,8 +404,6 @@ def _model(state: dict, arrays: dict) -> Any:
     if kind == "decompressed":
         supports = {a: np.asarray(arrays[k], dtype=np.int64) for a, k in state["supports"].items()}
         return DecompressedModel(_model(state["inner"], arrays), domain, supports, state.get("fixed") or {})
-    if kind == "records":  # GUM's synthetic records (GUMModel checks they fit the domain)
-        return GUMModel(domain, np.asarray(arrays[state["records"]], dtype=np.int64), float(state["total"]))
     if kind == "particles":
         try:
             import torch

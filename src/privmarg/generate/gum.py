@@ -15,6 +15,7 @@ import numpy as np
 
 from ..core import Domain, Measurement, StructuralZero
 from ..core.measurement import estimate_total
+from .records import RecordsModel
 
 Clique = tuple[str, ...]
 
@@ -232,61 +233,6 @@ def repair_zeros(records: np.ndarray, domain: Domain, zeros: Sequence[Structural
 
 
 # ---------------------------------------------------------------------------------- the model
-class GUMModel:
-    """The synthetic records GUM made (``records``: rows × attributes, integer codes in domain
-    order) standing for ``total`` records. :meth:`project` counts them (scaled to ``total``);
-    :meth:`sample` resamples them."""
-
-    def __init__(self, domain: Domain, records: np.ndarray, total: float):
-        records = np.asarray(records, dtype=np.int64)
-        if records.ndim != 2 or records.shape[1] != len(domain):
-            raise ValueError("records must be rows × attributes of the domain")
-        if records.size and (records.min() < 0 or (records >= np.asarray(domain.shape)).any()):
-            raise ValueError("records hold codes outside the domain")
-        self.domain = domain
-        self.records = records
-        self.total = float(total)
-
-    def project(self, attrs: Sequence[str]) -> np.ndarray:
-        """Marginal counts on ``attrs`` (flat, row-major in the order given), scaled to ``total``."""
-        attrs = tuple(attrs)
-        if not attrs:
-            return np.array([self.total])
-        sizes = self.domain.sizes(attrs)
-        idx = _cell_index(self.records, [self.domain.attrs.index(a) for a in attrs], sizes)
-        counts = np.bincount(idx, minlength=int(np.prod(sizes))).astype(float)
-        return counts * (self.total / max(1, self.records.shape[0]))
-
-    def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
-        """``rows`` records: all of them in random order when ``rows`` is their number; fewer drawn
-        without replacement; more as all of them plus draws with replacement. Free."""
-        return self._draw(np.arange(self.records.shape[0]), int(rows), rng)
-
-    def sample_conditional(self, rows: int, rng: np.random.Generator, evidence: Mapping[str, int]) -> np.ndarray:
-        """``rows`` records among those carrying ``evidence`` (attribute -> code), drawn as in
-        :meth:`sample`; ``ValueError`` when none does."""
-        ok = np.ones(self.records.shape[0], dtype=bool)
-        for a, v in evidence.items():
-            if a not in self.domain:
-                raise ValueError(f"unknown attribute {a!r} in the condition")
-            ok &= self.records[:, self.domain.attrs.index(a)] == int(v)
-        idx = np.flatnonzero(ok)
-        if int(rows) > 0 and idx.size == 0:
-            shown = ", ".join(f"{a}={v}" for a, v in evidence.items())
-            raise ValueError(f"the condition {shown} has probability zero under the model (no GUM record carries it)")
-        return self._draw(idx, int(rows), rng)
-
-    def _draw(self, idx: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
-        if rows < 0:
-            raise ValueError("rows must be >= 0")
-        if rows <= idx.size:
-            pick = rng.choice(idx, rows, replace=False) if rows < idx.size else rng.permutation(idx)
-        else:
-            pick = np.concatenate([idx, idx[rng.integers(0, idx.size, rows - idx.size)]])
-            rng.shuffle(pick)
-        return self.records[pick].copy()
-
-
 class GUM:
     """PrivSyn's GUM: records initialised from the noisy 1-way marginals, then updated marginal by
     marginal (:func:`update_records`).
@@ -329,7 +275,7 @@ class GUM:
 
     def generate(self, measurements: Sequence[Measurement], domain: Domain, *,
                  zeros: Sequence[StructuralZero] = (), total: float | None = None, warm: Any = None,
-                 seed: np.random.SeedSequence | None = None, progress=None, **extra: Any) -> GUMModel:
+                 seed: np.random.SeedSequence | None = None, progress=None, **extra: Any) -> RecordsModel:
         rng = np.random.default_rng(seed)
         say = progress or (lambda msg: None)
         if total is None:
@@ -360,4 +306,4 @@ class GUM:
             if t % 10 == 9:
                 say(f"GUM: iteration {t + 1}/{self.iters}, mean L1 error {np.mean(errors):.4f}")
         repair_zeros(records, domain, list(zeros), rng)
-        return GUMModel(domain, records, total)
+        return RecordsModel(domain, total, records)
