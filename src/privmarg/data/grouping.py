@@ -61,8 +61,14 @@ class GroupingSetsSource:
         """A query's result as ``{column: array}`` (NULLs as masked values or NaN, any dtype)."""
         raise NotImplementedError
 
+    def _group_by_sets(self, idents: str, sets: str) -> str:
+        """The GROUP BY clause of grouping sets ``sets`` over the columns ``idents`` (in the order
+        the grouping function is given them)."""
+        return f"GROUP BY GROUPING SETS ({sets})"
+
     def _code_expr(self, a: str) -> str:
-        return self._ident(a) if self._integer_typed(a) else f"CAST({self._ident(a)} AS BIGINT)"
+        # through DOUBLE, as validated: a text "2.0" is the code 2 (a direct cast may refuse it)
+        return self._ident(a) if self._integer_typed(a) else f"CAST(CAST({self._ident(a)} AS DOUBLE) AS BIGINT)"
 
     # ----------------------------------------------------------------------- checking
     def _set_columns(self, types: Mapping[str, str], drop_unknown: bool) -> None:
@@ -162,7 +168,7 @@ class GroupingSetsSource:
         else:
             sets = ", ".join("(" + ", ".join(self._ident(a) for a in c) + ")" for c in batch)
             sql = (f"SELECT {idents}, {self._grouping}({idents}) AS gid, count(*) AS n "
-                   f"FROM (SELECT {select} FROM {self._table}) AS t GROUP BY GROUPING SETS ({sets})")
+                   f"FROM (SELECT {select} FROM {self._table}) AS t {self._group_by_sets(idents, sets)}")
         res = self._fetch_columns(sql)
         n = np.asarray(res["n"], dtype=np.float64)
         if len(batch) == 1:
