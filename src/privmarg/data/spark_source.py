@@ -38,7 +38,11 @@ def spark_session(master: str | None = None, app_name: str = "privmarg"):
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     if master:
         builder = builder.master(master)
-    return builder.getOrCreate()
+    try:
+        return builder.getOrCreate()
+    except Exception as e:  # no Java, a bad master URL: one line, an OSError like a missing file
+        raise OSError(f"cannot start Spark ({_first_line(e)}): it needs Java 17 or later (java on the PATH "
+                      "or JAVA_HOME) and a reachable master") from None
 
 
 class SparkSource(GroupingSetsSource):
