@@ -99,17 +99,8 @@ def test_columns_checked(tmp_path):
         DuckDBSource(tmp_path / "nope.parquet", {"a": 2})
 
 
-def test_missing_duckdb_is_one_clear_line(monkeypatch):
-    import builtins
-
-    real = builtins.__import__
-
-    def fake(name, *a, **kw):
-        if name == "duckdb":
-            raise ImportError("no duckdb")
-        return real(name, *a, **kw)
-
-    monkeypatch.setattr(builtins, "__import__", fake)
+def test_missing_duckdb_is_one_clear_line(hide_module):
+    hide_module("duckdb")
     with pytest.raises(ImportError, match=r"pip install 'privmarg\[duckdb\]'") as e:
         DuckDBSource("x.parquet", {"a": 2})
     assert "\n" not in str(e.value)

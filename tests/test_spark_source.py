@@ -129,17 +129,8 @@ def test_columns_checked(spark, tmp_path):
         SparkSource(tmp_path / "nope.parquet", {"a": 2}, spark=spark)
 
 
-def test_missing_pyspark_is_one_clear_line(monkeypatch):
-    import builtins
-
-    real = builtins.__import__
-
-    def fake(name, *a, **kw):
-        if name == "pyspark" or name.startswith("pyspark."):
-            raise ImportError("no pyspark")
-        return real(name, *a, **kw)
-
-    monkeypatch.setattr(builtins, "__import__", fake)
+def test_missing_pyspark_is_one_clear_line(hide_module):
+    hide_module("pyspark")
     with pytest.raises(ImportError, match=r"pip install 'privmarg\[spark\]'") as e:
         SparkSource("x.parquet", {"a": 2})
     assert "\n" not in str(e.value)
