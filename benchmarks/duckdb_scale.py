@@ -18,6 +18,9 @@ privacy ledger and a fixed-size synthetic sample (same seed: equal hashes = the 
 
     PYTHONPATH=src nice -n 10 .venv/bin/python benchmarks/duckdb_scale.py make --dataset fire --rows 50000000 --path /tmp/fire50m.parquet
     PYTHONPATH=src nice -n 10 .venv/bin/python benchmarks/duckdb_scale.py fit --backend duckdb --dataset fire --path /tmp/fire50m.parquet
+
+The 1M-row sample compared with ``count`` (both backends) is the 50M file's first million rows:
+``COPY (SELECT * FROM read_parquet('/tmp/fire50m.parquet') LIMIT 1000000) TO '/tmp/fire1m.parquet'``.
 """
 
 from __future__ import annotations
