@@ -132,8 +132,9 @@ def fit_record(mech, source, sample_rows: int) -> dict:
     """Fit ``mech`` on ``source``; wall/CPU seconds, peak RSS and hashes of what it releases."""
     import json as _json
 
-    from privmarg.memory import reset_peak, status_mb
+    from privmarg.memory import peak_rss_mb, reset_peak, status_mb
 
+    before = status_mb("VmHWM")  # loading/validating the source, kept before the mark is reset
     reset_peak()
     c0, t0 = time.process_time(), time.perf_counter()
     mech.fit(source)
@@ -141,7 +142,8 @@ def fit_record(mech, source, sample_rows: int) -> dict:
     codes = mech.sample_codes(sample_rows)
     ledger = _json.dumps(mech.privacy_report(), sort_keys=True, default=str)
     return {"fit_seconds": t1 - t0, "fit_cpu_seconds_main_process": c1 - c0,
-            "peak_rss_mb": status_mb("VmHWM"), "measurements": len(mech.measurements_),
+            "peak_rss_mb": status_mb("VmHWM"), "peak_rss_mb_before_fit": before,
+            "peak_rss_mb_lifetime": peak_rss_mb(), "measurements": len(mech.measurements_),
             "cliques": [list(m.attrs) for m in mech.measurements_],
             "measurements_sha1": _sha(m.y for m in mech.measurements_),
             "ledger_sha1": hashlib.sha1(ledger.encode()).hexdigest()[:12],
@@ -166,7 +168,7 @@ def fit(backend: str, path: Path, dataset: str, method: str, epsilon: float, see
              if backend == "duckdb" else len(src)), "method": method, "epsilon": epsilon, "seed": seed,
              "workload": workload, "max_model_size": max_model_size, "iters": iters,
              "duckdb_threads": threads if backend == "duckdb" else None, "load_or_validate_seconds": load_s,
-             "rss_before_mb": rss0, "peak_rss_mb_whole_process": _status("VmHWM"), **rec}, out)
+             "rss_before_mb": rss0, **rec}, out)
 
 
 if __name__ == "__main__":
