@@ -12,7 +12,8 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[torch,plots,ml,test,docs,duckdb]'
+	# spark: a 456 MB source download built into a wheel (about 40 s); its tests need Java 17+ and skip without it
+	$(BIN)/pip install -q -e '.[torch,plots,ml,test,docs,duckdb,spark]'
 	touch $@
 
 venv: $(BIN)/.installed

@@ -99,17 +99,8 @@ def test_columns_checked(tmp_path):
         DuckDBSource(tmp_path / "nope.parquet", {"a": 2})
 
 
-def test_missing_duckdb_is_one_clear_line(monkeypatch):
-    import builtins
-
-    real = builtins.__import__
-
-    def fake(name, *a, **kw):
-        if name == "duckdb":
-            raise ImportError("no duckdb")
-        return real(name, *a, **kw)
-
-    monkeypatch.setattr(builtins, "__import__", fake)
+def test_missing_duckdb_is_one_clear_line(hide_module):
+    hide_module("duckdb")
     with pytest.raises(ImportError, match=r"pip install 'privmarg\[duckdb\]'") as e:
         DuckDBSource("x.parquet", {"a": 2})
     assert "\n" not in str(e.value)
@@ -156,3 +147,14 @@ def test_cli_backend_duckdb_same_output(tmp_path):
         "--output", tmp_path / "x.csv")])
     assert r.exit_code == 2 and "code 7 outside the domain 0..3" in r.output
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_float_nan_is_a_missing_value(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # a NaN kept as NaN (not NULL): DuckDB's Parquet statistics exclude it, yet it must be refused
+    pq.write_table(pa.table({"a": pa.array([0.0, np.nan, 1.0], from_pandas=False), "b": [0, 1, 1]}),
+                   tmp_path / "nan.parquet")
+    with pytest.raises(DataError, match=r"column 'a': missing value"):
+        DuckDBSource(tmp_path / "nan.parquet", {"a": 2, "b": 2})

@@ -25,7 +25,7 @@ _GENERATORS = ", ".join(registry.names("generator"))
 
 
 def synth(
-    input: Path = typer.Argument(..., help="CSV or Parquet table: integer codes (--domain) or raw values (--schema)"),
+    input: str = typer.Argument(..., help="CSV or Parquet table: integer codes (--domain) or raw values (--schema); with --backend spark also a URL Spark reads (hdfs://, s3a://)"),
     domain: Optional[Path] = typer.Option(None, "--domain", help='JSON {"column": size, ...} for integer-coded input'),
     schema: Optional[Path] = typer.Option(None, "--schema", help="public schema (JSON or YAML) for a raw table"),
     drop_unknown: bool = typer.Option(False, "--drop-unknown", help="drop input columns the schema/domain does not name"),
@@ -46,10 +46,12 @@ def synth(
     save_model: Optional[Path] = typer.Option(None, "--save-model", help="also save the fitted model to this directory (sample more rows later with `privmarg sample`, no budget)"),
     force: bool = typer.Option(False, "--force", help="replace an existing --save-model directory"),
     noise: str = typer.Option("continuous", "--noise", help="continuous (the papers' float Gaussian) or discrete (exact discrete Gaussian/Laplace on integer counts, same privacy cost; recommended for releases)"),
-    backend: str = typer.Option("memory", "--backend", help="memory, or duckdb: count an integer-coded INPUT by SQL without loading it whole (with --domain; needs the duckdb package)"),
+    backend: str = typer.Option("memory", "--backend", help="memory, duckdb or spark: count an integer-coded INPUT by SQL without loading it whole (with --domain; needs the duckdb or pyspark package)"),
+    spark_master: Optional[str] = typer.Option(None, "--spark-master", envvar="PRIVMARG_SPARK_MASTER", help="with --backend spark: the master URL (local[4], spark://HOST:7077, yarn); default: spark-submit's, else local[*]"),
 ) -> None:
     """Fit a method on INPUT and write a synthetic table (written atomically, all or nothing)."""
     t0 = time.perf_counter()
+    location, input = input, Path(input)  # a Path would fold a URL's "//"
     try:
         method_l = method.lower()
         if method_l not in registry.names("preset"):
@@ -74,10 +76,12 @@ def synth(
         check_outputs({"--output": output, "--report": report},
                       {"INPUT": input, "--domain": domain, "--schema": schema, "--zeros": zeros,
                        "--public": public, "--workload": workload_file})
-        if backend not in ("memory", "duckdb"):
-            raise UsageProblem(f"--backend must be memory or duckdb, got {backend!r}")
-        if backend == "duckdb" and domain is None:
-            raise UsageProblem("--backend duckdb reads integer codes: use it with --domain")
+        if backend not in ("memory", "duckdb", "spark"):
+            raise UsageProblem(f"--backend must be memory, duckdb or spark, got {backend!r}")
+        if backend != "memory" and domain is None:
+            raise UsageProblem(f"--backend {backend} reads integer codes: use it with --domain")
+        if spark_master is not None and backend != "spark":
+            raise UsageProblem("--spark-master is for --backend spark")
         if schema is not None:
             from ..preprocess import TableEncoder
 
@@ -87,9 +91,9 @@ def synth(
             dom = sch.max_domain()  # column names for checking the workload; sizes are fixed by fit
             data = read_table(input)
             TableEncoder(sch, drop_unknown=drop_unknown).validate(data)  # bad input: fail before any budget
-        elif backend == "duckdb":
+        elif backend != "memory":
             dom = Domain.from_json(domain)
-            data = _duckdb_source(input, dom, drop_unknown)
+            data = _sql_source(backend, location, dom, drop_unknown, spark_master)
         else:
             dom = Domain.from_json(domain)
             data = Dataset.from_frame(read_table(input), dom, drop_unknown=drop_unknown)
@@ -179,10 +183,12 @@ def synth(
               f"{len(pr['ledger'])} charges)", highlight=False, soft_wrap=True)
 
 
-def _duckdb_source(path: Path, dom: Domain, drop_unknown: bool):
-    from ..data import DuckDBSource
+def _sql_source(backend: str, path: str, dom: Domain, drop_unknown: bool, spark_master: str | None):
+    from ..data import DuckDBSource, SparkSource
 
     try:
+        if backend == "spark":
+            return SparkSource(path, dom, master=spark_master, drop_unknown=drop_unknown)
         return DuckDBSource(path, dom, drop_unknown=drop_unknown)
     except ImportError as e:
         raise UsageProblem(str(e)) from None

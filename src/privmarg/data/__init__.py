@@ -1,9 +1,11 @@
 """Private data: integer-coded tables, reading files, and the :class:`MarginalSource` seam (in memory,
-precomputed, or counted by DuckDB over a file: :class:`DuckDBSource`, optional ``duckdb`` package)."""
+precomputed, or counted by SQL where the data lives: :class:`DuckDBSource` over a file, optional ``duckdb``
+package; :class:`SparkSource` over a Spark DataFrame or path, optional ``pyspark`` package)."""
 
 from .dataset import DataError, Dataset, read_table
 from .duckdb_source import DuckDBSource
+from .spark_source import SparkSource
 from .source import ColumnCounts, MappedSource, MarginalSource, MemorySource, PrecomputedSource
 
 __all__ = ["ColumnCounts", "DataError", "Dataset", "DuckDBSource", "MappedSource", "MarginalSource", "MemorySource",
-           "PrecomputedSource", "read_table"]
+           "PrecomputedSource", "SparkSource", "read_table"]
