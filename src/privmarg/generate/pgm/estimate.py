@@ -337,8 +337,8 @@ def _momentum(evaluate, state, alpha, grow, iters, tol, history, callback, floor
     belief-propagation pass per step. Step k moves by −α∇L + β_k·(last move), β_k = k/(k+3); a step
     that does not lower the loss is dropped and the momentum restarted (k = 0), or, with no momentum
     to drop, the step size halved. The step size grows by ``grow`` per accepted step until the first
-    rejection, then by :data:`MOMENTUM_GROW`. Plain mirror descent needs ~4× more steps on adult's
-    benchmark problem (benchmarks/RESULTS.md, issue 22)."""
+    rejection, then by :data:`MOMENTUM_GROW`. Comparisons with plain mirror descent and mbi:
+    benchmarks/RESULTS.md (issue 22)."""
     phi, theta, mu, loss, grads, xs = state
     velocity = np.zeros_like(phi)
     k = it = 0
