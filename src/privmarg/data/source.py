@@ -48,6 +48,10 @@ class MemorySource:
     def marginals(self, cliques: Sequence[Sequence[str]]) -> list[np.ndarray]:
         return [self._data.project(tuple(c)) for c in cliques]
 
+    def records(self) -> np.ndarray:
+        """The records' codes (rows × attributes): for a session's charged sums over records only."""
+        return self._data.codes
+
 
 class PrecomputedSource:
     """Exact marginals computed elsewhere (a database, another process): any clique that is a subset
