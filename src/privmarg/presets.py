@@ -235,6 +235,32 @@ class PrivPGD(Synthesizer):
         return self
 
 
+class DPMERF(Synthesizer):
+    """DP-MERF (Harder et al. 2021; the benchmark's deep baseline, SPEC §10.6): one noisy mean
+    embedding of the records in ``features`` random Fourier features, then a generator network
+    trained to match it without further privacy cost.
+
+    Privacy: ``rho``-zCDP spent exactly (:class:`~privmarg.select.dpmerf.MERFSelector`: a noisy
+    count under add/remove, then the embedding sum). Generator settings: ``latent``, ``hidden``,
+    ``iters``, ``batch_size``, ``lr``, ``time_limit`` (seconds; reaching it ends training early and
+    makes the output machine-dependent), ``device`` (None: CUDA when present).
+    """
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, features: int = 1000,
+                 bandwidth: float | None = None, count_share: float = 0.05, latent: int = 32,
+                 hidden: Sequence[int] = (128, 128), iters: int = 2000, batch_size: int = 500, lr: float = 3e-3,
+                 time_limit: float | None = 300.0, device: Any = None, generator: Any = None, **kw):
+        from .generate.dpmerf import MERFGenerator
+        from .select.dpmerf import MERFSelector
+
+        self.features, self.bandwidth, self.count_share = features, bandwidth, count_share
+        self.latent, self.hidden, self.iters, self.batch_size = latent, tuple(hidden), iters, batch_size
+        self.lr, self.time_limit, self.device = lr, time_limit, device
+        gen = generator if generator is not None else MERFGenerator(latent, hidden, iters, batch_size, lr, time_limit,
+                                                                    device)
+        super().__init__(MERFSelector(features, bandwidth, count_share), gen, epsilon=epsilon, delta=delta, **kw)
+
+
 def _combined() -> None:
     """Presets that the registry defines as a selector + generator pair get their class here."""
     from . import registry
