@@ -34,6 +34,7 @@ Needs the optional ``dp-accounting`` package (the ``deep`` extra).
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from collections.abc import Sequence
 
@@ -97,11 +98,17 @@ def _composed(rho_before: float, delta: float, nb: str, phases: tuple, orders: t
 
     rel = dp.NeighboringRelation.ADD_OR_REMOVE_ONE if nb == "add_remove" else dp.NeighboringRelation.REPLACE_ONE
     acc = RdpAccountant(list(orders), rel)
-    if rho_before > 0:
-        acc.compose(dp.ZCDpEvent(rho_before))
-    for z, steps, q, b, pop in phases:
-        acc.compose(_event(dp, z, steps, nb, q, b, pop))
-    return float(acc.get_epsilon(delta))
+    log = logging.getLogger("absl")  # an order whose series does not converge is dropped (a looser bound,
+    level = log.level                # still valid); the accountant says so at WARNING, once per order
+    log.setLevel(logging.ERROR)
+    try:
+        if rho_before > 0:
+            acc.compose(dp.ZCDpEvent(rho_before))
+        for z, steps, q, b, pop in phases:
+            acc.compose(_event(dp, z, steps, nb, q, b, pop))
+        return float(acc.get_epsilon(delta))
+    finally:
+        log.setLevel(level)
 
 
 def rho_equivalent(entry: dict) -> float:
