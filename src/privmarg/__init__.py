@@ -12,7 +12,7 @@ from .data import DataError, Dataset, MarginalSource, MemorySource, PrecomputedS
 from .generate.pgm import PGM, GraphicalModel, estimate, model_size_mb
 from .measure import MeasurementSession
 from .preprocess import TableEncoder
-from .presets import AIM, JAM, MST, MWEM, Independent, PrivPGD
+from .presets import AIM, DPMERF, JAM, MST, MWEM, Independent, PrivPGD, TabDDPM
 from .privacy import Accountant, BudgetExceededError
 from .schema import Schema
 from . import registry
@@ -37,9 +37,9 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "AIM", "JAM", "MST", "MWEM", "PGM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
+    "AIM", "DPMERF", "JAM", "MST", "MWEM", "PGM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
     "Factor", "GraphicalModel", "Independent", "MarginalSource", "Measurement", "MeasurementSession",
     "MemorySource", "PrecomputedSource", "PrivPGD", "PrivPGDGenerator", "Schema", "StructuralZero",
-    "SavedSynthesizer", "Synthesizer", "TableEncoder", "datasets", "estimate", "load", "model_size_mb",
+    "SavedSynthesizer", "Synthesizer", "TabDDPM", "TableEncoder", "datasets", "estimate", "load", "model_size_mb",
     "registry",
 ]

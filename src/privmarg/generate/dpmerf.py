@@ -177,4 +177,5 @@ class MERFGenerator:
             if self.time_limit is not None and time.perf_counter() - t0 > self.time_limit:
                 break
         model.net.eval()
+        model.zeros = list(zeros)
         return model

@@ -2,7 +2,8 @@
 base that samples records from a torch network.
 
 A :class:`NeuralModel` answers the :class:`~privmarg.generate.Model` protocol from samples: it
-has no closed-form marginals, so :meth:`~NeuralModel.project` counts a fixed, seeded sample of
+has no closed-form marginals, so structural zeros are held by redrawing the records that fall in a
+forbidden cell (the model's distribution conditioned on the allowed cells), :meth:`~NeuralModel.project` counts a fixed, seeded sample of
 :attr:`~NeuralModel.project_rows` records scaled to ``total``, and conditional sampling keeps the
 records of unconditional batches that carry the evidence (refusing after ``max_tries`` batches
 when the model gives it too little mass). Everything here is post-processing.
@@ -62,17 +63,33 @@ class NeuralModel:
     domain: Domain
     total: float
     params: dict
+    zeros: list = []
+
+    def _forbidden(self, codes: np.ndarray) -> np.ndarray:
+        bad = np.zeros(len(codes), dtype=bool)
+        for z in self.zeros:
+            cols = tuple(codes[:, self.domain.attrs.index(a)] for a in z.attrs)
+            bad |= np.asarray(z.mask, dtype=bool).reshape(self.domain.sizes(z.attrs))[cols]
+        return bad
 
     def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
-        """``rows`` records as codes (rows × attributes), drawn with a torch generator seeded from ``rng``."""
+        """``rows`` records as codes (rows × attributes), drawn with a torch generator seeded from
+        ``rng``; records in a structural zero are redrawn (at most ``max_tries`` times)."""
         import torch
 
         rows = int(rows)
         if rows == 0:
             return np.zeros((0, len(self.domain)), dtype=np.int64)
         dev = next(self.net.parameters()).device
+        gen = torch_generator(rng, dev)
         with torch.no_grad():
-            return self._sample(rows, torch_generator(rng, dev))
+            out = self._sample(rows, gen)
+            for _ in range(self.max_tries):
+                bad = self._forbidden(out)
+                if not bad.any():
+                    return out
+                out[bad] = self._sample(int(bad.sum()), gen)
+        raise ValueError("the model puts too much mass on structural zeros to sample around them")
 
     def project(self, attrs: Sequence[str]) -> np.ndarray:
         """The marginal on ``attrs`` (counts, flat) of a fixed seeded sample, scaled to ``total``."""

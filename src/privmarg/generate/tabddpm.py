@@ -150,7 +150,9 @@ class TrainedGenerator:
     def model_size_mb(self, domain: Domain, cliques: Sequence[Sequence[str]]) -> float | None:
         return None
 
-    def generate(self, measurements: Sequence[Measurement], domain: Domain, *, warm: Any = None, **kw: Any) -> Any:
+    def generate(self, measurements: Sequence[Measurement], domain: Domain, *, zeros=(), warm: Any = None,
+                 **kw: Any) -> Any:
         if warm is None:
             raise ValueError("this generator only passes on a model trained by its selector (the tabddpm preset)")
+        warm.zeros = list(zeros)  # held at sampling time
         return warm
