@@ -12,7 +12,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[torch,plots,ml,test,docs,duckdb]'
+	$(BIN)/pip install -q -e '.[torch,deep,plots,ml,test,docs,duckdb]'
 	touch $@
 
 venv: $(BIN)/.installed

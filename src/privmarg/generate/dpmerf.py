@@ -84,7 +84,7 @@ class _Blocks:
         hard = torch.zeros_like(y).scatter_(-1, y.argmax(-1, keepdim=True), 1.0)
         return self.flat(hard - y.detach() + y)
 
-    def codes(self, logits: Any, gen: Any) -> Any:
+    def draw_codes(self, logits: Any, gen: Any) -> Any:
         """Gumbel-max draws: codes (n × d)."""
         p = self.padded(logits)
         return (p + self.gumbel(p.shape, gen, p.device)).argmax(-1)
@@ -121,7 +121,7 @@ class MERFModel(NeuralModel):
         return self.net(z)
 
     def _sample(self, rows: int, gen: Any) -> np.ndarray:
-        out = [self.blocks.codes(self.logits(min(rows - i, 65536), gen), gen).cpu().numpy()
+        out = [self.blocks.draw_codes(self.logits(min(rows - i, 65536), gen), gen).cpu().numpy()
                for i in range(0, rows, 65536)]
         return np.concatenate(out).astype(np.int64)
 
