@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .accountant import Accountant
-from .rdp import ORDERS, SGM, calibrate_noise_multiplier, rho_equivalent, sgm_l2
+from .rdp import SGM, calibrate_noise_multiplier, orders_for, rho_equivalent, sgm_l2
 
 __all__ = ["clip_rows", "clipped_sum", "dp_sgd_phase", "DPSGDPhase"]
 
@@ -129,7 +129,7 @@ def dp_sgd_phase(accountant: Accountant, records: np.ndarray, rng: np.random.Gen
     l2 = sgm_l2(nb, clip)
     params = dict(noise_multiplier=z, steps=int(steps), neighbour=nb, delta=float(delta),
                   rho_before=float(rho_before), clip=float(clip), l2_sensitivity=l2, sigma=z * l2,
-                  orders=list(ORDERS))
+                  orders=list(orders_for(nb)))
     if nb == "add_remove":
         params["sample_rate"] = float(sample_rate)
     else:

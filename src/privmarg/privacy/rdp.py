@@ -9,7 +9,7 @@ So a DP-SGD phase is accounted in RDP and *converted back* onto the ledger:
   so the run's RDP curve is ``α·rho_before + ε_SGM(α)``, with ``ε_SGM`` the subsampled Gaussian's
   curve from dp-accounting's :class:`~dp_accounting.rdp.RdpAccountant` (Mironov–Talwar–Zhang 2019
   for Poisson sampling; Wang–Balle–Kasiviswanathan 2019 for fixed-size batches without
-  replacement), on the orders :data:`ORDERS`, converted to ``ε`` once at the run's ``δ``
+  replacement), on the orders :func:`orders_for`, converted to ``ε`` once at the run's ``δ``
   (the accountant's conversion, Canonne–Kamath–Steinke 2020 / Asoodeh et al. 2020);
 * the phase's ledger entry (mechanism ``"subsampled_gaussian"``) carries its *zCDP equivalent at
   that δ*: ``rho = cdp_rho(ε, δ) − rho_before``, i.e. the zCDP that, added to the charges before
@@ -41,13 +41,20 @@ from collections.abc import Sequence
 from .conversions import cdp_eps, cdp_rho
 from .sensitivity import check_neighbour
 
-__all__ = ["ORDERS", "SGM", "sgm_l2", "composed_epsilon", "rho_equivalent", "calibrate_noise_multiplier"]
+__all__ = ["ORDERS", "ORDERS_WOR", "orders_for", "SGM", "sgm_l2", "composed_epsilon", "rho_equivalent", "calibrate_noise_multiplier"]
 
 SGM = "subsampled_gaussian"
-# RDP orders: dense where DP-SGD's optimum usually falls, sparse above (the WBK bound for sampling
-# without replacement costs O(α²) per order, so the list is kept short)
-ORDERS: tuple[float, ...] = (1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0,
-                             14.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 256.0)
+# RDP orders (the conversion takes the best): dp-accounting's default grid for Poisson sampling
+# (add/remove); for sampling without replacement (replace-one) integers and a sparse top, as the
+# WBK bound costs O(α²) per order and interpolates between integers anyway
+ORDERS: tuple[float, ...] = tuple([1 + x / 10 for x in range(1, 100)] + list(range(11, 64))
+                                  + [64, 80, 96, 128, 160, 192, 256, 384, 512])
+ORDERS_WOR: tuple[float, ...] = tuple([1.5] + list(range(2, 33)) + [40, 48, 56, 64, 96, 128, 192, 256])
+
+
+def orders_for(neighbour: str) -> tuple[float, ...]:
+    """The RDP orders a DP-SGD phase is accounted on under ``neighbour``."""
+    return ORDERS if check_neighbour(neighbour) == "add_remove" else ORDERS_WOR
 
 
 def _dp():
@@ -80,15 +87,16 @@ def _event(dp, noise_multiplier: float, steps: int, neighbour: str, sample_rate:
 
 
 def composed_epsilon(rho_before: float, delta: float, neighbour: str, phases: Sequence[dict],
-                     orders: Sequence[float] | None = ORDERS) -> float:
+                     orders: Sequence[float] | None = None) -> float:
     """ε at ``delta`` of ``rho_before``-zCDP composed with DP-SGD ``phases`` (dicts with
     ``noise_multiplier``, ``steps`` and ``sample_rate`` (add/remove) or ``batch_size`` and
-    ``population`` (replace-one)), by dp-accounting's RDP accountant on ``orders``. Pure function of
+    ``population`` (replace-one)), by dp-accounting's RDP accountant on ``orders`` (default
+    :func:`orders_for` the relation). Pure function of
     public numbers, memoised (the bound for sampling without replacement is slow at high orders)."""
     key = tuple((float(p["noise_multiplier"]), int(p["steps"]), p.get("sample_rate"), p.get("batch_size"),
                  p.get("population")) for p in phases)
     return _composed(float(rho_before), float(delta), check_neighbour(neighbour), key,
-                     tuple(float(a) for a in (ORDERS if orders is None else orders)))
+                     tuple(float(a) for a in (orders_for(neighbour) if orders is None else orders)))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -114,8 +122,7 @@ def _composed(rho_before: float, delta: float, nb: str, phases: tuple, orders: t
 def rho_equivalent(entry: dict) -> float:
     """The ledger ``rho`` of a DP-SGD entry, from its parameters alone: ``cdp_rho(ε, δ) − rho_before``,
     ε being the RDP composition of ``rho_before`` and the phase at the entry's ``delta``."""
-    eps = composed_epsilon(entry["rho_before"], entry["delta"], entry["neighbour"], [entry],
-                           entry.get("orders", ORDERS))
+    eps = composed_epsilon(entry["rho_before"], entry["delta"], entry["neighbour"], [entry], entry.get("orders"))
     return max(0.0, cdp_rho(eps, entry["delta"]) - float(entry["rho_before"]))
 
 
