@@ -30,6 +30,7 @@ class MERFSelector:
     (σ = 2/√(2ρ))."""
 
     name = "dpmerf"
+    reads_records = True  # through the session's charged sums; a row source, or the full joint marginal
 
     def __init__(self, features: int = 1000, bandwidth: float | None = None, count_share: float = 0.05):
         if features < 2 or features % 2:

@@ -40,6 +40,7 @@ class TabDDPMSelector:
     The run needs a ``delta`` (the RDP conversion is made at it)."""
 
     name = "tabddpm"
+    reads_records = True  # through the session's charged sums; a row source, or the full joint marginal
 
     def __init__(self, timesteps: int = 50, hidden: Sequence[int] = (128, 128), time_dim: int = 32,
                  batch_size: int = 256, epochs: float = 10.0, max_steps: int = 2000, lr: float = 2e-3,
