@@ -38,9 +38,12 @@ def code_features(codes: np.ndarray, W: Any, domain: Domain) -> Any:
     """φ of integer records (n × d codes): ``Σ_i W[offset_i + x_i]`` then cos/sin."""
     import torch
 
-    off = torch.as_tensor(offsets(domain)[:-1], device=W.device)
-    idx = torch.as_tensor(np.asarray(codes, dtype=np.int64), device=W.device) + off
-    return rff(W[idx].sum(1))
+    off = offsets(domain)
+    idx = torch.as_tensor(np.asarray(codes, dtype=np.int64) + off[:-1], device=W.device)
+    angles = W[idx[:, 0]] if idx.shape[1] else W.new_zeros((len(idx), W.shape[1]))
+    for i in range(1, idx.shape[1]):  # one column at a time: memory n × D/2, not n × d × D/2
+        angles = angles + W[idx[:, i]]
+    return rff(angles)
 
 
 class _Blocks:

@@ -46,7 +46,7 @@ def _noise_like(total: Any, sigma: float, rng: np.random.Generator) -> Any:
 
 
 def clipped_sum(accountant: Accountant, records: np.ndarray, features: Callable[[np.ndarray], Any], clip: float,
-                sigma: float, rng: np.random.Generator, what: str, *, chunk: int = 65536) -> np.ndarray:
+                sigma: float, rng: np.random.Generator, what: str, *, chunk: int = 8192) -> np.ndarray:
     """Release ``Σ_records clip(features(record)) + N(0, σ² I)`` (float64); charges
     ``Δ²/(2σ²)`` zCDP with ``Δ = clip`` (add/remove) or ``2·clip`` (replace-one). ``features`` maps
     an (n × d) block of records to an (n × D) block; it is called on chunks of ``chunk`` records."""
