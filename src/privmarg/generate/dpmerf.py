@@ -124,8 +124,8 @@ class MERFModel(NeuralModel):
         return self.net(z)
 
     def _sample(self, rows: int, gen: Any) -> np.ndarray:
-        out = [self.blocks.draw_codes(self.logits(min(rows - i, 65536), gen), gen).cpu().numpy()
-               for i in range(0, rows, 65536)]
+        out = [self.blocks.draw_codes(self.logits(min(rows - i, 8192), gen), gen).cpu().numpy()
+               for i in range(0, rows, 8192)]
         return np.concatenate(out).astype(np.int64)
 
 

@@ -126,8 +126,8 @@ class TabDDPMModel(NeuralModel):
         import torch
 
         out = []
-        for i in range(0, rows, 65536):
-            n = min(rows - i, 65536)
+        for i in range(0, rows, 8192):  # chunks: padded (rows × d × max k) tensors
+            n = min(rows - i, 8192)
             uniform = self.blocks.valid[None].float().expand(n, -1, -1) * self.inv_k
             x = self.draw(uniform, gen)
             for step in range(self.params["timesteps"], 0, -1):
