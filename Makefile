@@ -13,7 +13,7 @@ $(BIN)/.installed: pyproject.toml
 	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build
 	$(BIN)/pip install -q torch==2.13.0
 	# spark: a 456 MB source download built into a wheel (about 40 s); its tests need Java 17+ and skip without it
-	$(BIN)/pip install -q -e '.[torch,plots,ml,test,docs,duckdb,spark]'
+	$(BIN)/pip install -q -e '.[torch,plots,ml,test,docs,duckdb,spark,deep]'
 	touch $@
 
 venv: $(BIN)/.installed

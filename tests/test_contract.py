@@ -21,6 +21,13 @@ try:  # noqa: SIM105
 except ImportError:  # pragma: no cover - torch is a test dependency, but keep the failure readable
     HAS_TORCH = False
 
+HAS_DEEP = True
+try:  # noqa: SIM105
+    import dp_accounting  # noqa: F401
+    import opacus  # noqa: F401
+except ImportError:  # pragma: no cover - the deep extra
+    HAS_DEEP = False
+
 EPS, DELTA = 1.0, 1e-6
 FAST_PGD = dict(n_particles=300, epochs=2, proj_iters=10, proj_num_projections=10)
 FAST_PRESET = {
@@ -40,6 +47,8 @@ FAST_PRESET = {
     "pmw-pub": dict(workload="all-2way", rounds=3, iters=10),
     "gem-pub": dict(workload="all-2way", rounds=3, steps=10, batch_size=32, latent_dim=8, hidden=(16, 16)),
     "privmrf": dict(loop=PGM(iters=30, tol=1e-4), generator=PGM(iters=50)),
+    "dpmerf": dict(features=50, iters=30, batch_size=100, hidden=(32,)),
+    "tabddpm": dict(timesteps=8, hidden=(32,), time_dim=8, epochs=1, batch_size=100),
 }
 FAST_GENETIC = dict(generations=300, check_every=100)
 FAST_GEM = dict(steps=10, batch_size=32, latent_dim=8, hidden=(16, 16))
@@ -95,7 +104,12 @@ def _preset_cases():
     for e in registry.entries("preset"):
         for nb in _neighbours(e.flags):
             yield pytest.param(e.name, nb, id=f"{e.name}-{nb}",
-                               marks=[pytest.mark.skipif("torch" in e.flags and not HAS_TORCH, reason="torch")])
+                               marks=_marks(e.flags))
+
+
+def _marks(flags):
+    return [pytest.mark.skipif("torch" in flags and not HAS_TORCH, reason="torch"),
+            pytest.mark.skipif("deep" in flags and not HAS_DEEP, reason="opacus / dp-accounting")]
 
 
 def _pair_cases():
@@ -173,8 +187,7 @@ def test_every_registry_entry_loads_and_has_a_name():
 def _discrete_cases():
     for e in registry.entries("preset"):
         nb = _neighbours(e.flags)[0]
-        yield pytest.param(e.name, nb, id=f"{e.name}-{nb}",
-                           marks=[pytest.mark.skipif("torch" in e.flags and not HAS_TORCH, reason="torch")])
+        yield pytest.param(e.name, nb, id=f"{e.name}-{nb}", marks=_marks(e.flags))
 
 
 @pytest.mark.parametrize("name, nb", list(_discrete_cases()))

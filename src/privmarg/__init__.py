@@ -12,7 +12,7 @@ from .data import DataError, Dataset, MarginalSource, MemorySource, PrecomputedS
 from .generate.pgm import PGM, GraphicalModel, estimate, model_size_mb
 from .measure import MeasurementSession
 from .preprocess import TableEncoder
-from .presets import AIM, GEM, GSD, JAM, MST, MWEM, GEMPub, Independent, PMWPub, PrivPGD
+from .presets import AIM, DPMERF, GEM, GSD, JAM, MST, MWEM, GEMPub, Independent, PMWPub, PrivPGD, TabDDPM
 from .presets import RAP, RAPpp
 from .privacy import Accountant, BudgetExceededError
 from .schema import Schema
@@ -38,10 +38,10 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "AIM", "GEM", "GEMPub", "GSD", "JAM", "PMWPub", "MST", "MWEM", "PGM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
+    "AIM", "DPMERF", "GEM", "GEMPub", "GSD", "JAM", "PMWPub", "MST", "MWEM", "PGM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
     "Factor", "GraphicalModel", "Independent", "MarginalSource", "Measurement", "MeasurementSession",
     "MemorySource", "PrecomputedSource", "PrivPGD", "PrivPGDGenerator", "Schema", "StructuralZero",
-    "SavedSynthesizer", "Synthesizer", "TableEncoder", "datasets", "estimate", "load", "model_size_mb",
+    "SavedSynthesizer", "Synthesizer", "TabDDPM", "TableEncoder", "datasets", "estimate", "load", "model_size_mb",
     "registry",
     "RAP", "RAPpp",
 ]

@@ -12,11 +12,11 @@ A saved model is a directory holding two files:
   or DP outputs; see :meth:`~privmarg.preprocess.TableEncoder.state`), ``measurements`` (attributes, σ, weight,
   source of each noisy marginal), ``rounds`` (what each adaptive round selected), ``model`` (the
   generator's model: a junction tree's cliques, edges and elimination order; PrivPGD's particles;
-  GUM's synthetic records; a relaxed projection's ``N' × Σk`` probability rows; a decompression's
-  supports; GSD's records and PMW^Pub's record weights; GEM's network: its hidden sizes follow from
-  the weights), and ``arrays_sha256``, the checksum of
+  GUM's and GSD's synthetic records; a relaxed projection's ``N' × Σk`` probability rows; a
+  decompression's supports; PMW^Pub's record weights; GEM's network (its hidden sizes follow from
+  the weights); DP-MERF's or DP-TabDDPM's network architecture), and ``arrays_sha256``, the checksum of
 * ``arrays.npz`` (numpy, no pickles): the model's log-potentials, particles, records (and weights),
-  probability rows or network weights and fixed latent batch, each measurement's
+  probability rows or network weights (and GEM's fixed latent batch), each measurement's
   noisy answers ``y`` (and linear query), structural-zero masks.
 
 Only what the fit released is written: never rows, exact counts, cached private answers, the seed
@@ -44,6 +44,7 @@ import numpy as np
 
 from ._version import __version__
 from .core import Domain, Measurement, StructuralZero
+from .generate.neural import NeuralModel
 from .generate.pgm import GraphicalModel, JunctionTree
 from .generate.records import RecordsModel
 from .io import umask_mode
@@ -228,6 +229,13 @@ def _model_state(model: Any, key: str, arrays: dict) -> dict:
         return {"kind": "graphical_model", "domain": _domain_state(model.domain), "total": float(model.total),
                 "cliques": [list(c) for c in tree.cliques], "edges": [[int(p), int(c)] for p, c in tree.edges],
                 "order": list(tree.order), "theta": keys}
+    if isinstance(model, NeuralModel):  # DP-MERF / DP-TabDDPM: the network's weights, by parameter index
+        weights = {}
+        for i, (name, w) in enumerate(model.arrays().items()):
+            arrays[f"{key}.net.{i}"] = w
+            weights[name] = f"{key}.net.{i}"
+        return {"kind": model.kind, "domain": _domain_state(model.domain), "total": float(model.total),
+                "params": _plain(model.params), "weights": weights}
     if type(model).__name__ == "PrivPGDGenerator" and hasattr(model, "codes_"):
         arrays[f"{key}.codes"] = np.asarray(model.codes_, dtype=np.int64)
         arrays[f"{key}.particles"] = np.asarray(model.particles_.numpy(), dtype=np.float32)
@@ -381,6 +389,8 @@ def _build(info: dict, arrays: dict, path: Path) -> SavedSynthesizer:
         measurements.append(Measurement(tuple(m["attrs"]), arrays[m["y"]], m["sigma"], query=q,
                                         source=m["source"], meta=dict(m.get("meta") or {}), weight=m["weight"]))
     zeros = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in info.get("zeros", [])]
+    if isinstance(model, NeuralModel):
+        model.zeros = list(zeros)  # a network holds them at sampling time
     return SavedSynthesizer(info, model, encoder, acc, measurements, zeros, path)
 
 
@@ -451,4 +461,17 @@ def _model(state: dict, arrays: dict) -> Any:
             raise ValueError("the GEM network does not fit the domain")
         zeros = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in state.get("zeros", [])]
         return GEMModel(domain, float(state["total"]), params, latent, zeros, state.get("ema"))
+    if kind in ("dpmerf", "tabddpm"):
+        try:
+            import torch  # noqa: F401
+        except ImportError:  # pragma: no cover - torch is needed by these models only
+            raise ValueError(f"this saved model is {kind}'s: loading it needs torch (pip install privmarg[torch])") from None
+        if kind == "dpmerf":
+            from .generate.dpmerf import MERFModel as cls
+        else:
+            from .generate.tabddpm import TabDDPMModel as cls
+        model = cls(domain, float(state["total"]), **state["params"])
+        model.load_arrays({name: arrays[k] for name, k in state["weights"].items()})
+        model.net.eval()
+        return model
     raise ValueError(f"unknown model kind {kind!r}")

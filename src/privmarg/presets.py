@@ -406,6 +406,61 @@ class GEMPub(_PublicStart):
         super().__init__(sel, generator if generator is not None else loop, epsilon=epsilon, delta=delta, **kw)
 
 
+class DPMERF(Synthesizer):
+    """DP-MERF (Harder et al. 2021; the benchmark's deep baseline, SPEC §10.6): one noisy mean
+    embedding of the records in ``features`` random Fourier features, then a generator network
+    trained to match it without further privacy cost.
+
+    Privacy: ``rho``-zCDP spent exactly (:class:`~privmarg.select.dpmerf.MERFSelector`: a noisy
+    count under add/remove, then the embedding sum). Generator settings: ``latent``, ``hidden``,
+    ``iters``, ``batch_size``, ``lr``, ``time_limit`` (seconds; reaching it ends training early and
+    makes the output machine-dependent), ``device`` (None: CUDA when present).
+    """
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, features: int = 1000,
+                 bandwidth: float | None = None, count_share: float = 0.05, latent: int = 32,
+                 hidden: Sequence[int] = (128, 128), iters: int = 2000, batch_size: int = 500, lr: float = 3e-3,
+                 time_limit: float | None = 300.0, device: Any = None, generator: Any = None, **kw):
+        from .generate.dpmerf import MERFGenerator
+        from .select.dpmerf import MERFSelector
+
+        self.features, self.bandwidth, self.count_share = features, bandwidth, count_share
+        self.latent, self.hidden, self.iters, self.batch_size = latent, tuple(hidden), iters, batch_size
+        self.lr, self.time_limit, self.device = lr, time_limit, device
+        gen = generator if generator is not None else MERFGenerator(latent, hidden, iters, batch_size, lr, time_limit,
+                                                                    device)
+        super().__init__(MERFSelector(features, bandwidth, count_share), gen, epsilon=epsilon, delta=delta, **kw)
+
+
+class TabDDPM(Synthesizer):
+    """DP-TabDDPM (the benchmark's DP-SGD baseline, SPEC §10.7): multinomial diffusion over the
+    coded table, its denoiser trained with DP-SGD (Opacus per-record gradients).
+
+    Privacy: the DP-SGD phase is accounted in RDP (subsampled Gaussian, dp-accounting), composed
+    with the run's zCDP charges and converted to (ε, δ) once; the noise multiplier is calibrated
+    before training so that the run meets ``epsilon``/``delta`` exactly (needs both, not ``rho``).
+    See :class:`~privmarg.select.tabddpm.TabDDPMSelector` for the settings and
+    :mod:`privmarg.privacy.rdp` for the ledger entry.
+    """
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, timesteps: int = 50,
+                 hidden: Sequence[int] = (128, 128), time_dim: int = 32, batch_size: int = 256, epochs: float = 10.0,
+                 max_steps: int = 2000, lr: float = 2e-3, clip: float = 1.0, count_share: float = 0.05,
+                 time_limit: float | None = 300.0, device: Any = None, generator: Any = None, **kw):
+        from .generate.tabddpm import TrainedGenerator
+        from .select.tabddpm import TabDDPMSelector
+
+        self.timesteps, self.hidden, self.time_dim = timesteps, tuple(hidden), time_dim
+        self.batch_size, self.epochs, self.max_steps, self.lr, self.clip = batch_size, epochs, max_steps, lr, clip
+        self.count_share, self.time_limit, self.device = count_share, time_limit, device
+        sel = TabDDPMSelector(timesteps, hidden, time_dim, batch_size, epochs, max_steps, lr, clip, count_share,
+                              time_limit, device)
+        if kw.get("rho") is not None:
+            raise ValueError("TabDDPM accounts DP-SGD in RDP and converts at delta: give epsilon and delta, not rho")
+        super().__init__(sel, generator if generator is not None else TrainedGenerator(), epsilon=epsilon,
+                         delta=delta, **kw)
+
+
 def _combined() -> None:
     """Presets that the registry defines as a selector + generator pair get their class here."""
     from . import registry

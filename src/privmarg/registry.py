@@ -20,7 +20,7 @@ class Entry:
     ``selector`` and ``generator`` (registry names) to combine into a class made in
     :mod:`privmarg.presets` (then ``target`` says where it appears). ``flags``: "workload" (takes a
     workload), "public" (needs public data), "torch" (needs torch), "adaptive" (model in the loop),
-    "replace_one" (needs the record count public)."""
+    "replace_one" (needs the record count public), "deep" (needs opacus and dp-accounting)."""
 
     name: str
     kind: str
@@ -68,6 +68,10 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.presets:GEMPub", flags=_f("workload", "adaptive", "public", "torch")),
     Entry("privmrf", "preset", "PrivMRF: noisy attribute graph, Bayesian-network start, refinement + Private-PGM",
           "privmarg.presets:PrivMRF", selector="privmrf", generator="pgm", flags=_f("adaptive")),
+    Entry("dpmerf", "preset", "DP-MERF: one noisy random-feature mean embedding + a generator network (torch)",
+          "privmarg.presets:DPMERF", flags=_f("torch")),
+    Entry("tabddpm", "preset", "DP-TabDDPM: multinomial diffusion trained with DP-SGD (torch, Opacus; RDP accounting)",
+          "privmarg.presets:TabDDPM", flags=_f("torch", "deep")),
     # selectors
     Entry("aim", "selector", "AIM's adaptive selection", "privmarg.select.aim:AIMSelector",
           flags=_f("workload", "adaptive")),
@@ -130,13 +134,16 @@ class MissingExtra(ValueError):
     """A method needs an optional dependency that is not installed (the message names the extra)."""
 
 
-EXTRAS = {"torch": ("torch", "pip install torch==2.13.0  (or the privmarg[torch] extra)")}
+EXTRAS = {"torch": ("torch", "pip install torch==2.13.0  (or the privmarg[torch] extra)"),
+          "deep": ("opacus dp_accounting", "pip install opacus==1.6.0 dp-accounting==0.6.0  (or the privmarg[deep] extra)")}
 
 
 def require(e: Entry) -> None:
     """Raise :class:`MissingExtra` with the install line if ``e`` needs a package that is missing."""
-    for flag, (module, how) in EXTRAS.items():
-        if flag in e.flags:
+    for flag, (modules, how) in EXTRAS.items():
+        if flag not in e.flags:
+            continue
+        for module in modules.split():
             try:
                 importlib.import_module(module)
             except ImportError:

@@ -126,7 +126,11 @@ def synth(
             kw["max_model_size"] = max_model_size
         mech = registry.make_preset(method_l, epsilon, delta, **kw)
         # size guards, as a schema's: every marginal the method may count or model must fit
-        check_marginal_sizes(dom, mech.selector.supporting_cliques(dom), MAX_MARGINAL_CELLS)
+        if getattr(mech.selector, "reads_records", False):  # DP-MERF, DP-TabDDPM: sums over records
+            if backend == "duckdb":
+                raise UsageProblem(f"--method {method_l} reads whole records: use --backend memory")
+        else:
+            check_marginal_sizes(dom, mech.selector.supporting_cliques(dom), MAX_MARGINAL_CELLS)
         if rows is not None:
             check_rows_memory(rows, len(dom), "--rows")
         if save_model is not None:

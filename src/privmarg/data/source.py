@@ -49,8 +49,8 @@ class MemorySource:
         return [self._data.project(tuple(c)) for c in cliques]
 
     def records(self) -> np.ndarray:
-        """The rows as integer codes (a copy). For public data only (PMW^Pub reweights public
-        records); private data is read through a MeasurementSession."""
+        """The rows as integer codes (a copy). Public data: PMW^Pub reweights its records; private
+        data: read only by a MeasurementSession's charged sums over records (DP-MERF, DP-SGD)."""
         return self._data.codes.copy()
 
 

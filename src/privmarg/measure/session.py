@@ -5,6 +5,11 @@ A :class:`MeasurementSession` holds a :class:`~privmarg.data.MarginalSource`, th
 through :meth:`answers` only to compute scores that go straight into a charged selection
 (:meth:`select`, :meth:`top_q`); every release (:meth:`measure`, :meth:`gaussian`, :meth:`privtree`)
 is charged before noise is drawn, and the noise itself is drawn in :mod:`privmarg.privacy`.
+
+Statistics that are not marginals (issue 20): :meth:`clipped_sum` releases a noisy sum of
+per-record vectors (DP-MERF's mean embedding) and :meth:`dp_sgd` charges a DP-SGD phase and hands
+out its noisy clipped gradient sums. Both read the records as a multiset in a canonical order
+(sorted codes), so a source that holds the full joint marginal gives the same run as the table.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from ..privacy import (
     is_integral,
     marginal_l2,
 )
+from ..privacy.dpsgd import DPSGDPhase, clipped_sum, dp_sgd_phase
 from ..privacy.privtree import privtree_split
 
 Clique = tuple[str, ...]
@@ -134,6 +140,35 @@ class MeasurementSession:
         """Keep an answer that costs nothing (a public proxy, a derived measurement)."""
         self.measurements.append(measurement)
         return measurement
+
+    # ------------------------------------------------------- records: sums and DP-SGD
+    def _records(self) -> np.ndarray:
+        """The private records (codes, rows sorted): from the source's rows when it has them, else
+        from the full joint marginal (a precomputed source holding it)."""
+        rows = getattr(self.source, "records", None)
+        if rows is not None:
+            codes = np.asarray(rows(), dtype=np.int64)
+            return codes[np.lexsort(codes.T[::-1])] if len(codes) else codes.reshape(0, len(self.domain))
+        attrs = tuple(self.domain.attrs)
+        (full,) = self.answers([attrs])
+        counts = np.rint(full).astype(np.int64)
+        cells = np.repeat(np.arange(counts.size), counts)  # row-major cell order = sorted codes
+        return np.column_stack(np.unravel_index(cells, self.domain.shape)).astype(np.int64)
+
+    def clipped_sum(self, features: Callable[[np.ndarray], Any], clip: float, sigma: float, what: str) -> np.ndarray:
+        """Release the sum over records of ``features(records)`` rows clipped to L2 norm ``clip``,
+        plus ``N(0, σ²)`` per coordinate; charges ``Δ²/(2σ²)`` (Δ = ``clip`` or ``2·clip``).
+        ``features`` sees private records; only the noisy sum leaves."""
+        return clipped_sum(self.accountant, self._records(), features, clip, sigma, self.rng, what)
+
+    def dp_sgd(self, *, rho: float, steps: int, clip: float, size: int, what: str, sample_rate: float | None = None,
+               batch_size: int | None = None, denominator: float | None = None) -> DPSGDPhase:
+        """Charge a DP-SGD phase whose zCDP equivalent is ``rho`` (see :mod:`privmarg.privacy.rdp`;
+        the run's last charge) and return it: ``phase.step(grads)`` gives a noisy sum of clipped
+        per-record gradients, ``steps`` times. Poisson ``sample_rate`` and ``denominator`` under
+        add/remove, ``batch_size`` under replace-one; ``size``: the gradient length."""
+        return dp_sgd_phase(self.accountant, self._records(), self.rng, rho=rho, steps=steps, clip=clip, size=size,
+                            what=what, sample_rate=sample_rate, batch_size=batch_size, denominator=denominator)
 
     # ------------------------------------------------------------------- preprocessing
     def histogram(self, column: str, k: int) -> np.ndarray:

@@ -102,6 +102,10 @@ def recompute_rho(entry: dict) -> float:
         if not math.isclose(eps, entry["epsilon"], rel_tol=1e-9) or not bias_ok:
             raise ValueError(f"inconsistent PrivTree calibration in {entry.get('what')!r}")
         return eps**2 / 2.0
+    if mech == "subsampled_gaussian":  # DP-SGD: its zCDP equivalent after the charges before it (see .rdp)
+        from .rdp import rho_equivalent
+
+        return rho_equivalent(entry)
     raise ValueError(f"cannot recompute the cost of mechanism {mech!r}")
 
 
@@ -214,6 +218,9 @@ class Accountant:
         ``rho_spent + rho > rho_total * (1 + 1e-9)``; ``ValueError`` for negative/NaN ``rho``.
         """
         r = self._check_charge(rho)
+        if self._ledger and self._ledger[-1].mechanism == "subsampled_gaussian":
+            raise ValueError("a DP-SGD phase must be a run's last charge: its rho is its zCDP equivalent "
+                             "given the charges before it (privacy.rdp)")
         clash = [k for k in params if k in _RESERVED]
         if clash:
             raise ValueError(f"charge params may not use reserved names {clash}")
@@ -229,7 +236,14 @@ class Accountant:
 
     # ------------------------------------------------------------------ reporting
     def epsilon_spent(self, delta: float) -> float:
-        """Epsilon (CKS conversion) of the budget spent so far at the given ``delta``."""
+        """Epsilon (CKS conversion) of the budget spent so far at the given ``delta``. A ledger ending
+        in a DP-SGD phase is composed in RDP again (its ``rho`` is an equivalent at its own δ only)."""
+        last = self._ledger[-1] if self._ledger else None
+        if last is not None and last.mechanism == "subsampled_gaussian":
+            from .rdp import composed_epsilon
+
+            p = last.params
+            return composed_epsilon(p["rho_before"], delta, p["neighbour"], [p], p.get("orders"))
         return cdp_eps(self._rho_spent, delta)
 
     def to_dict(self) -> dict:
