@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain, Measurement
-from .neural import NeuralModel, offsets, seeded, torch_device, torch_generator
+from .neural import NeuralModel, mlp, offsets, seeded, torch_device, torch_generator
 
 
 def rff_angles(onehot: Any, W: Any) -> Any:
@@ -93,17 +93,6 @@ class _Blocks:
         return (p + self.gumbel(p.shape, gen, p.device)).argmax(-1)
 
 
-def _mlp(din: int, hidden: Sequence[int], dout: int):
-    from torch import nn
-
-    layers, d = [], din
-    for h in hidden:
-        layers += [nn.Linear(d, h), nn.ReLU()]
-        d = h
-    layers.append(nn.Linear(d, dout))
-    return nn.Sequential(*layers)
-
-
 class MERFModel(NeuralModel):
     """A trained DP-MERF generator: Gaussian noise → MLP → per-attribute categorical draws."""
 
@@ -115,7 +104,7 @@ class MERFModel(NeuralModel):
         self.params = dict(latent=int(latent), hidden=[int(h) for h in hidden])
         self.device = torch_device(device)
         self.blocks = _Blocks(domain, self.device)
-        self.net = seeded(lambda: _mlp(int(latent), self.params["hidden"], self.blocks.K), init_seed).to(self.device)
+        self.net = seeded(lambda: mlp(int(latent), self.params["hidden"], self.blocks.K), init_seed).to(self.device)
 
     def logits(self, n: int, gen: Any) -> Any:
         import torch

@@ -42,6 +42,18 @@ def torch_generator(rng: np.random.Generator, device: Any):
     return g
 
 
+def mlp(din: int, hidden: Sequence[int], dout: int, activation: str = "ReLU"):
+    """A plain multi-layer perceptron ``din → hidden… → dout`` with ``torch.nn.<activation>`` between layers."""
+    from torch import nn
+
+    layers, d = [], din
+    for h in hidden:
+        layers += [nn.Linear(d, h), getattr(nn, activation)()]
+        d = h
+    layers.append(nn.Linear(d, dout))
+    return nn.Sequential(*layers)
+
+
 def seeded(make, seed: int):
     """``make()`` (e.g. a network's construction) under torch's global RNG seeded with ``seed``,
     the global state restored afterwards."""

@@ -24,18 +24,7 @@ import numpy as np
 
 from ..core import Domain, Measurement
 from .dpmerf import _Blocks
-from .neural import NeuralModel, seeded, torch_device
-
-
-def _mlp(din: int, hidden: Sequence[int], dout: int):
-    from torch import nn
-
-    layers, d = [], din
-    for h in hidden:
-        layers += [nn.Linear(d, h), nn.SiLU()]
-        d = h
-    layers.append(nn.Linear(d, dout))
-    return nn.Sequential(*layers)
+from .neural import NeuralModel, mlp, seeded, torch_device
 
 
 class TabDDPMModel(NeuralModel):
@@ -52,7 +41,7 @@ class TabDDPMModel(NeuralModel):
         self.device = torch_device(device)
         self.blocks = _Blocks(domain, self.device)
         K = self.blocks.K
-        self.net = seeded(lambda: _mlp(K + int(time_dim), self.params["hidden"], K), init_seed).to(self.device)
+        self.net = seeded(lambda: mlp(K + int(time_dim), self.params["hidden"], K, "SiLU"), init_seed).to(self.device)
         T = int(timesteps)
         s = 0.008
         f = np.cos((np.arange(T + 1) / T + s) / (1 + s) * math.pi / 2) ** 2

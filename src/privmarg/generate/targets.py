@@ -26,7 +26,8 @@ class Target:
     weight: float
 
 
-def _cells(m: Measurement) -> np.ndarray:
+def cell_values(m: Measurement) -> np.ndarray:
+    """The noisy counts per cell: ``y`` itself, or ``Q^{-1} y`` (least squares when Q is not square)."""
     if m.query is None:
         return m.y
     q = m.query
@@ -44,7 +45,7 @@ def marginal_targets(measurements: Sequence[Measurement], domain: Domain) -> lis
     for m in measurements:
         if not m.attrs:
             continue
-        y = _cells(m)
+        y = cell_values(m)
         if y.size != domain.size(m.attrs):
             raise ValueError(f"measurement on {m.attrs}: expected {domain.size(m.attrs)} cells, got {y.size}")
         canon = domain.canonical(m.attrs)

@@ -48,6 +48,7 @@ import torch
 
 from ...core import Domain, Factor, Measurement, StructuralZero
 from ...core.measurement import estimate_total
+from ..targets import cell_values
 
 __all__ = [
     "PrivPGDGenerator",
@@ -926,19 +927,6 @@ def _one_way(domain: Domain, cliques, probs) -> list[np.ndarray]:
 
 
 # ----------------------------------------------------------------------------- measurement prep
-def _cell_values(m: Measurement) -> np.ndarray:
-    """The noisy counts per cell: ``y`` itself, or ``Q^{-1} y`` (least squares when Q is not square)."""
-    if m.query is None:
-        return m.y
-    q = m.query
-    if q.shape[0] == q.shape[1]:
-        try:
-            return np.linalg.solve(q, m.y)
-        except np.linalg.LinAlgError:
-            pass
-    return np.linalg.lstsq(q, m.y, rcond=None)[0]
-
-
 def _merge_measurements(measurements, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarray, float]]:
     """Cell-space values in canonical attribute order; repeated cliques merged by their weights
     (inverse variance for noisy measurements)."""
@@ -950,7 +938,7 @@ def _merge_measurements(measurements, domain: Domain) -> list[tuple[tuple[str, .
             continue
         if len(set(m.attrs)) != len(m.attrs):
             raise ValueError(f"measurement on {m.attrs}: repeated attribute")
-        y = _cell_values(m)
+        y = cell_values(m)
         if y.size != domain.size(m.attrs):
             raise ValueError(f"measurement on {m.attrs}: expected {domain.size(m.attrs)} cells, got {y.size}")
         canon = domain.canonical(m.attrs)
