@@ -63,10 +63,12 @@ def machine_notes():
 
     notes = {"numpy": np.__version__, "python": platform.python_version(),
              "cpu_affinity": sorted(os.sched_getaffinity(0)), "loadavg_at_start": os.getloadavg()}
-    for mod in ("jax", "jaxlib", "mbi"):
+    from importlib.metadata import PackageNotFoundError, version
+
+    for mod in ("jax", "jaxlib", "mbi"):  # by metadata: importing mbi before x64 is set would warn
         try:
-            notes[mod] = __import__(mod).__version__
-        except (ImportError, AttributeError):
+            notes[mod] = version(mod)
+        except PackageNotFoundError:
             notes[mod] = None
     return notes
 
