@@ -176,7 +176,7 @@ def _modules(**extra):
                                  "privpgd": {"n_particles": 300, "epochs": 2, "proj_iters": 10,
                                              "proj_num_projections": 10}},
             "sweeps": [{"selectors": ["mst", "aim"], "generators": ["pgm", "privpgd"]},
-                       {"selectors": ["mst"], "generators": ["pgm", "gum"]}], **extra}
+                       {"selectors": ["mst"], "generators": ["pgm", "nosuchgen"]}], **extra}
 
 
 def test_module_pair_sweep_runs_every_valid_pair_and_skips_unknown_names(data_dir):
@@ -185,15 +185,15 @@ def test_module_pair_sweep_runs_every_valid_pair_and_skips_unknown_names(data_di
     p = write_config(data_dir, {}, seeds=[0], modules=_modules(), metrics=["tv_2way"])
     cfg = load_config(p)
     names = [m.name for m in cfg.methods]
-    assert names == ["mst/pgm", "mst/privpgd", "aim/pgm", "aim/privpgd", "mst/gum"]  # mst/pgm once
-    assert any("gum" in n and "generator" in n for n in cfg.notes)
+    assert names == ["mst/pgm", "mst/privpgd", "aim/pgm", "aim/privpgd", "mst/nosuchgen"]  # mst/pgm once
+    assert any("nosuchgen" in n and "generator" in n for n in cfg.notes)
     assert check_available("pair:mst/pgm") == (True, "")
-    ok, why = check_available("pair:mst/gum")
-    assert not ok and "gum" in why and "registry" in why
+    ok, why = check_available("pair:mst/nosuchgen")
+    assert not ok and "nosuchgen" in why and "registry" in why
     ok, why = check_available("pair:jam/pgm")  # needs public data, which bench does not pass
     assert not ok and "public" in why
     out = run_benchmark(cfg, console=QUIET)
-    assert out.finished == 4 and set(out.skipped) == {"pair:mst/gum"}
+    assert out.finished == 4 and set(out.skipped) == {"pair:mst/nosuchgen"}
     recs = {r["method"]: r for r in load_results(cfg.results_path)}
     assert set(recs) == {"mst/pgm", "mst/privpgd", "aim/pgm", "aim/privpgd"}
     for r in recs.values():
