@@ -7,6 +7,7 @@ beside the repository, a folder with ``domain.json``, ``private.csv.gz`` and ``p
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -25,3 +26,19 @@ def folder(name: str) -> Path:
                          f"{', '.join(datasets.names())}); put its folder (domain.json, private.csv.gz, "
                          "public.csv) there to run this benchmark.")
     return path
+
+
+def seed_sweep_args(methods: list[str], out: Path, **extra: dict) -> argparse.Namespace:
+    """The flags the seed-sweep scripts share (``--seeds``, ``--methods``, ``--epsilon``, ``--out``,
+    ``--summary``) plus ``extra`` (flag -> add_argument keywords); ``args.out`` is a Path."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--methods", nargs="+", default=methods)
+    ap.add_argument("--epsilon", type=float, default=1.0)
+    for flag, kw in extra.items():
+        ap.add_argument(flag, **kw)
+    ap.add_argument("--out", default=str(out))
+    ap.add_argument("--summary", action="store_true", help="only print the table of what is recorded")
+    args = ap.parse_args()
+    args.out = Path(args.out)
+    return args

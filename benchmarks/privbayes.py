@@ -16,7 +16,6 @@ Run:  taskset -c 1 .venv/bin/python benchmarks/privbayes.py [--seeds 0 1 2] [--m
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -24,6 +23,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from _data import seed_sweep_args  # the benchmarks folder (scripts run from it)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "adult"
@@ -41,17 +42,11 @@ def fit(method: str, data, eps: float, seed: int, params: dict):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--methods", nargs="+", default=["privbayes", "mst"])
-    ap.add_argument("--epsilon", type=float, default=1.0)
-    ap.add_argument("--tag", default="default")
-    ap.add_argument("--split", default="report", help='"report" (the seeds reported) or "tuning" (others)')
-    ap.add_argument("--params", default="{}", help="PrivBayes selector/preset parameters as JSON")
-    ap.add_argument("--out", default=str(OUT))
-    ap.add_argument("--summary", action="store_true", help="only print the table of what is recorded")
-    args = ap.parse_args()
-    out = Path(args.out)
+    args = seed_sweep_args(["privbayes", "mst"], OUT,
+                           **{"--tag": dict(default="default"),
+                              "--split": dict(default="report", help='"report" (the seeds reported) or "tuning" (others)'),
+                              "--params": dict(default="{}", help="PrivBayes selector/preset parameters as JSON")})
+    out = args.out
     if args.summary:
         return summarize(out)
 

@@ -14,7 +14,6 @@ Run:  nice -n 10 .venv/bin/python benchmarks/privmrf.py [--seeds 0 1 2] [--metho
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -23,19 +22,15 @@ from pathlib import Path
 
 import numpy as np
 
+from _data import seed_sweep_args  # the benchmarks folder (scripts run from it)
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "privmrf.jsonl"
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--methods", nargs="+", default=["privmrf", "mst", "aim"])
-    ap.add_argument("--epsilon", type=float, default=1.0)
-    ap.add_argument("--out", default=str(OUT))
-    ap.add_argument("--summary", action="store_true", help="only print the table of what is recorded")
-    args = ap.parse_args()
-    out = Path(args.out)
+    args = seed_sweep_args(["privmrf", "mst", "aim"], OUT)
+    out = args.out
     if args.summary:
         return summarize(out)
 

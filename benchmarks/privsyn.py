@@ -15,7 +15,6 @@ Run:  nice -n 10 .venv/bin/python benchmarks/privsyn.py [--seeds 0 1 2] [--metho
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -23,6 +22,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from _data import seed_sweep_args  # the benchmarks folder (scripts run from it)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "privsyn.jsonl"
@@ -44,14 +45,8 @@ def make(method: str, eps: float, seed: int):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--methods", nargs="+", default=METHODS[:3])
-    ap.add_argument("--epsilon", type=float, default=1.0)
-    ap.add_argument("--out", default=str(OUT))
-    ap.add_argument("--summary", action="store_true", help="only print the table of what is recorded")
-    args = ap.parse_args()
-    out = Path(args.out)
+    args = seed_sweep_args(METHODS[:3], OUT)
+    out = args.out
     if args.summary:
         return summarize(out)
 

@@ -22,3 +22,17 @@ def hide_module(monkeypatch):
         monkeypatch.setattr(builtins, "__import__", fake)
 
     return hide
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Tiny torch problems on a shared 2-core machine: one thread is ~10x faster than spinning pools."""
+    try:
+        import torch
+    except ImportError:  # torch-free tests run unchanged
+        yield
+        return
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -66,16 +66,7 @@ FAST_GENERATOR = {"gum": lambda: GUM(iters=8, consistency_iters=30),
                   "gem": lambda: registry.load(registry.entry("generator", "gem").target)(**FAST_GEM)}
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Tiny torch problems on a shared 2-core machine: one thread is ~10x faster than spinning pools."""
-    if not HAS_TORCH:
-        yield
-        return
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def table(n=400, seed=0) -> Dataset:

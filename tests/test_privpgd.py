@@ -24,12 +24,7 @@ from privmarg import PrivPGD  # noqa: E402
 from privmarg.privacy import cdp_rho  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def chain_table(n=3000, seed=0):

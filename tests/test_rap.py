@@ -24,12 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_contract import table, zeros  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def chain(n=2000, seed=0) -> Dataset:
