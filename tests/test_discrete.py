@@ -187,6 +187,21 @@ def test_session_discrete_noise_and_fallback():
         MeasurementSession(src, acc, np.random.default_rng(2), noise="gauss")
 
 
+def test_discrete_noise_follows_the_statistic_not_its_values():
+    """Whether the exact values happen to be integers must not pick the mechanism: that would
+    release one uncharged bit (discrete output is always integral, continuous almost never)."""
+    dom = Domain(("a", "b"), (3, 4))
+    from privmarg.data import Dataset
+
+    src = MemorySource(Dataset(np.random.default_rng(1).integers(0, 3, size=(500, 2)), dom))
+    acc = Accountant(10.0)
+    s = MeasurementSession(src, acc, np.random.default_rng(2), noise="discrete")
+    s.gaussian(np.array([4.0, 0.0, 7.0]), 3.0, 1.0, what="a score that is integral on this table")
+    assert acc.ledger[-1].mechanism == "gaussian"
+    s.gaussian(np.array([4.0, 0.0, 7.0]), 3.0, 1.0, what="record counts", counts=True)
+    assert acc.ledger[-1].mechanism == "discrete_gaussian"
+
+
 def test_privtree_discrete_ledger_and_integer_bias():
     vals = np.sort(np.random.default_rng(3).normal(500, 100, size=2000))
 

@@ -27,7 +27,6 @@ from ..privacy import (
     exponential_mechanism,
     gaussian_mechanism,
     gumbel_top_q,
-    is_integral,
     marginal_l2,
 )
 from ..privacy.dpsgd import DPSGDPhase, clipped_sum, dp_sgd_phase
@@ -100,6 +99,16 @@ class MeasurementSession:
         if self._cache is not None:
             self._cache.clear()
 
+    def public_seeds(self, n: int) -> list[np.random.SeedSequence]:
+        """``n`` seeds for public randomness (random starts, candidate draws, random features): children
+        of the noise generator's seed sequence, so a seeded run repeats while the noise stream is
+        neither consumed nor revealed by whatever that randomness releases."""
+        ss = getattr(self.rng.bit_generator, "seed_seq", None)
+        try:
+            return ss.spawn(n)
+        except AttributeError:  # a generator restored from a state has no seed sequence
+            return np.random.SeedSequence().spawn(n)
+
     # ------------------------------------------------------------------------ releases
     def measure(self, clique: Sequence[str], sigma: float, what: str = "", *, weight: float | None = None,
                 **meta: Any) -> Measurement:
@@ -107,21 +116,27 @@ class MeasurementSession:
         ``Δ₂²/(2σ²)`` (Δ₂ = 1 or √2). ``weight``: its weight in a generator's loss (default ``1/(2σ²)``)."""
         clique = tuple(clique)
         (exact,) = self.answers([clique])
-        y = self._gaussian(exact, sigma, marginal_l2(self.neighbour), what or f"marginal {','.join(clique)}")
+        y = self._gaussian(exact, sigma, marginal_l2(self.neighbour), what or f"marginal {','.join(clique)}",
+                           counts=True)
         m = Measurement(clique, y, sigma, meta=meta, weight=weight)
         self.measurements.append(m)
         return m
 
-    def gaussian(self, values: np.ndarray, sigma: float, l2_sensitivity: float, what: str, **note: str) -> np.ndarray:
+    def gaussian(self, values: np.ndarray, sigma: float, l2_sensitivity: float, what: str, *, counts: bool = False,
+                 **note: str) -> np.ndarray:
         """Release a private statistic ``values`` (computed from :meth:`answers` or :meth:`histogram`)
-        with Gaussian noise (discrete for integer values under ``noise="discrete"``); charges
-        ``l2_sensitivity²/(2σ²)``. Not kept in :attr:`measurements`. ``note`` goes into the ledger
-        entry (``phase="selection"`` counts it as selection in :func:`~privmarg.privacy.rho_by_phase`)."""
-        return self._gaussian(values, sigma, l2_sensitivity, what, **note)
+        with Gaussian noise; charges ``l2_sensitivity²/(2σ²)``. Not kept in :attr:`measurements`.
+        ``counts``: the statistic is record counts (integers by construction), so ``noise="discrete"``
+        applies; other statistics (scores) get continuous noise, marked in the ledger. The choice
+        rests on what the statistic is, never on its values: integrality of the exact values would
+        be an uncharged bit. ``note`` goes into the ledger entry (``phase="selection"`` counts it as
+        selection in :func:`~privmarg.privacy.rho_by_phase`)."""
+        return self._gaussian(values, sigma, l2_sensitivity, what, counts=counts, **note)
 
-    def _gaussian(self, values: np.ndarray, sigma: float, l2_sensitivity: float, what: str, **note: str) -> np.ndarray:
+    def _gaussian(self, values: np.ndarray, sigma: float, l2_sensitivity: float, what: str, *, counts: bool,
+                  **note: str) -> np.ndarray:
         if self.noise == "discrete":
-            if is_integral(values):
+            if counts:  # integral by construction; a source giving fractional counts is refused there
                 return discrete_gaussian_mechanism(self.accountant, values, sigma, l2_sensitivity, self.rng,
                                                    what=what, **note)
             return gaussian_mechanism(self.accountant, values, sigma, l2_sensitivity, self.rng, what=what,

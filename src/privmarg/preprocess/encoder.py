@@ -495,7 +495,7 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
     l2 = marginal_l2(session.neighbour)
     sigma = gaussian_sigma(rho / 2, l2)
     counts = session.range_histogram(col.name, leaves, atoms)
-    noisy = session.gaussian(counts, sigma, l2, f"bin counts {col.name}")
+    noisy = session.gaussian(counts, sigma, l2, f"bin counts {col.name}", counts=True)
     leaf_w = np.maximum(noisy[:len(leaves) - 1], 0.0)
     rows = float(np.maximum(noisy, 0.0).sum())
     group = merge_leaves(leaf_w, resolution_bins(rows, columns, rho_model))

@@ -23,7 +23,7 @@ def rare_categories(session, column: str, k: int, rho: float, *, threshold: floa
     """
     l2 = marginal_l2(session.neighbour)
     sigma = gaussian_sigma(rho, l2)
-    noisy = session.gaussian(session.histogram(column, k), sigma, l2, what or "rare-category counts")
+    noisy = session.gaussian(session.histogram(column, k), sigma, l2, what or "rare-category counts", counts=True)
     n_hat = float(noisy.sum())
     rare = np.flatnonzero(noisy <= max(threshold * n_hat, 3.0 * sigma))
     return rare if len(rare) >= 2 else np.array([], dtype=np.int64)

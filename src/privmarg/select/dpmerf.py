@@ -57,7 +57,7 @@ class MERFSelector:
             rho -= rho_n
         ell = self.bandwidth if self.bandwidth is not None else math.sqrt(len(dom) / 4.0)
         K = int(sum(dom.shape))
-        W = session.rng.normal(0.0, 1.0 / ell, size=(K, self.features // 2))  # public randomness
+        W = np.random.default_rng(session.public_seeds(1)[0]).normal(0.0, 1.0 / ell, size=(K, self.features // 2))
         Wt = torch.as_tensor(W, dtype=torch.float64)
         sigma = gaussian_sigma(rho, sgm_l2(session.neighbour, 1.0))
         total = session.clipped_sum(lambda codes: code_features(codes, Wt, dom), 1.0, sigma,

@@ -100,7 +100,7 @@ class PrivBayesSelector:
         l2 = marginal_l2(session.neighbour)
         # the root is data-independent (the paper draws it at random); one draw of the session's
         # generator seeds it, so a seeded run stays reproducible
-        root = attrs[int(np.random.default_rng(session.rng.integers(2**63)).integers(d))]
+        root = attrs[int(np.random.default_rng(session.public_seeds(1)[0]).integers(d))]
         network: list[tuple[str, Clique]] = [(root, ())]
         if d > 1:
             network = self._structure(session, ctx, root)

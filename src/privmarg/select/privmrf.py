@@ -186,9 +186,8 @@ class PrivMRFSelector:
         attrs, d = list(dom.attrs), len(dom)
         rho, nb = ctx.rho, session.neighbour
         l2 = marginal_l2(nb)
-        # public randomness (first attribute of each network, candidate draws): one draw of the
-        # session's generator seeds it, so a seeded run is reproducible
-        prng = np.random.default_rng(session.rng.integers(2**63))
+        # public randomness (first attribute of each network, candidate draws)
+        prng = np.random.default_rng(session.public_seeds(1)[0])
 
         # 1. the record count
         if ctx.total is not None:
@@ -197,7 +196,7 @@ class PrivMRFSelector:
             exact = session.answers([(attrs[0],)])[0].sum()
             rho_n = self.count_share * rho
             n_hat = float(session.gaussian(np.array([exact]), even_sigma(rho_n, 1, count_l2(nb)), count_l2(nb),
-                                           what="PrivMRF record count")[0])
+                                           what="PrivMRF record count", counts=True)[0])
         n_hat = max(n_hat, 1.0)
 
         # 2–3. noisy pair scores and the attribute graph

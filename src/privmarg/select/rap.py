@@ -32,16 +32,6 @@ def default_relaxed(**params: Any):
     return RelaxedProjection(**params)
 
 
-def loop_seeds(session: MeasurementSession, n: int) -> list[np.random.SeedSequence]:
-    """Seeds for the loop model's random start: children of the noise generator's seed sequence,
-    so a seeded run repeats, while the noise stream itself is neither consumed nor revealed."""
-    ss = getattr(session.rng.bit_generator, "seed_seq", None)
-    try:
-        return ss.spawn(n)
-    except AttributeError:  # a generator restored from a state has no seed sequence
-        return np.random.SeedSequence().spawn(n)
-
-
 def _workload_cliques(workload: Any, domain: Domain) -> list[Clique]:
     return list(dict.fromkeys(c for c, w in parse_workload(workload, domain) if w > 0))
 
@@ -58,7 +48,7 @@ class _RelaxedLoop:
     with the synthesizer)."""
 
     def _start(self, session: MeasurementSession, ctx: Context, rounds: int):
-        seeds = loop_seeds(session, rounds + 1)
+        seeds = session.public_seeds(rounds + 1)
         model = self.loop.generate(list(session.measurements), session.domain, zeros=ctx.zeros, total=ctx.total,
                                    seed=seeds[0])
         return model, seeds
@@ -197,7 +187,7 @@ class RAPSelector(_RelaxedLoop):
             a0 = cands[0][0]
             (ans0,) = session.answers([cands[0]])
             y = session.gaussian(np.array([ans0.sum()]), gaussian_sigma(rho_n, count_l2(nb)), count_l2(nb),
-                                 what="RAP record count")
+                                 what="RAP record count", counts=True)
             session.record(Measurement((a0,), y, gaussian_sigma(rho_n, count_l2(nb)),
                                        query=np.ones((1, dom[a0])), meta={"what": "record count"}))
         per = rho / T
@@ -218,7 +208,7 @@ class RAPSelector(_RelaxedLoop):
             per_marginal = np.ones_like(counts) if nb == "add_remove" else np.minimum(counts, 2)
             l2 = math.sqrt(float(per_marginal.sum()))
             sigma = gaussian_sigma(rho_meas, l2)
-            y = session.gaussian(exact[idx], sigma, l2, what=f"RAP round {t} measure {idx.size} cells")
+            y = session.gaussian(exact[idx], sigma, l2, what=f"RAP round {t} measure {idx.size} cells", counts=True)
             for i in touched:
                 here = owner[idx] == i
                 cells = idx[here] - starts[i]

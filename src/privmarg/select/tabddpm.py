@@ -73,10 +73,11 @@ class TabDDPMSelector:
             rho -= rho_n
         B = int(min(self.batch_size, max(1, math.floor(count))))
         steps = int(max(1, min(self.max_steps, math.ceil(self.epochs * count / B))))
+        init_ss, noise_ss = session.public_seeds(2)  # network init and the diffusion's own (t, x_t) draws
         model = TabDDPMModel(dom, count, timesteps=self.timesteps, hidden=self.hidden, time_dim=self.time_dim,
-                             device=self.device, init_seed=int(session.rng.integers(2**62)))
+                             device=self.device, init_seed=int(np.random.default_rng(init_ss).integers(2**62)))
         dev = model.device
-        gen = torch_generator(session.rng, dev)  # the diffusion's own noise (t, x_t): not privacy noise
+        gen = torch_generator(np.random.default_rng(noise_ss), dev)
         gsm = GradSampleModule(model.net, loss_reduction="sum")
         params = [p for p in model.net.parameters() if p.requires_grad]
         sizes = [p.numel() for p in params]

@@ -263,15 +263,15 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
         # a step that moves each cell by about its residual (dμ/dθ ≈ μ ≤ N); warm starts reuse theirs
         wmax = max([float(prob.W.max())] + [w for *_, w in prob.linear])
         alpha = step if step is not None else 1.0 / (2.0 * wmax * total)
-        alpha /= grow
+        if method == "momentum":
+            phi, theta, mu, loss, grads, xs, alpha, it, converged = _momentum(
+                evaluate, (phi, theta, mu, loss, grads, xs), alpha, grow, iters, tol, history, callback, 1e-30 * total**2)
+        else:
+            alpha /= grow  # md and precond grow the step before each try
         stalled = 0
         window = 0  # history index where the current optimiser's convergence window starts
         alpha_p = 0.5  # relative step along the preconditioned direction (1 = a full diagonal Newton step)
-        if method == "momentum":
-            phi, theta, mu, loss, grads, xs, alpha, it, converged = _momentum(
-                evaluate, (phi, theta, mu, loss, grads, xs), alpha * grow, grow, iters, tol, history, callback, 1e-30 * total**2)
-            iters = 0  # done: skip the loop below
-        for it in range(1, iters + 1):
+        for it in range(1, (0 if method == "momentum" else iters) + 1):
             ok = False
             if precond:
                 # one try along the preconditioned direction; on failure shrink its step and fall
