@@ -34,13 +34,7 @@ import torch
 
 from ..core import Domain, Measurement, StructuralZero
 from .targets import marginal_targets, repair_zeros, resolve_total
-
-
-def resolve_device(device: Any = None) -> torch.device:
-    """``None``/``"auto"``: CUDA when available, else CPU; otherwise ``torch.device(device)``."""
-    if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+from .neural import torch_device
 
 
 def _seed_int(seed: Any) -> int:
@@ -318,7 +312,7 @@ class GEMGenerator:
         if not targets or steps == 0:
             model.fit_info = {"steps": 0, "seconds": time.perf_counter() - t0}
             return model
-        device = resolve_device(self.device)
+        device = torch_device(self.device)
         threads = torch.get_num_threads()
         if device.type == "cpu" and self.cpu_threads is not None:
             torch.set_num_threads(self.cpu_threads)

@@ -42,6 +42,7 @@ class GSDState:
     def __init__(self, domain: Domain, targets: Sequence[Target], total: float, codes: np.ndarray,
                  zeros: Sequence[StructuralZero] = ()):
         self.domain, self.targets, self.total, self.zeros = domain, list(targets), float(total), list(zeros)
+        self.shape = np.asarray(domain.shape, dtype=np.int64)  # per-attribute value counts, read every generation
         self.X = np.ascontiguousarray(codes, dtype=np.int64)
         self.n, d = self.X.shape
         K = len(self.targets)
@@ -105,7 +106,7 @@ class GSDState:
         rows = rng.integers(0, n, P)
         cols = rng.integers(0, d, P)
         new = self.X[rows]
-        k = np.asarray(self.domain.shape, dtype=np.int64)
+        k = self.shape
         vals = np.empty(P, dtype=np.int64)
         vals[:mutations] = (rng.random(mutations) * k[cols[:mutations]]).astype(np.int64)
         if crossovers:

@@ -20,10 +20,10 @@ from ..core import Domain
 
 
 def torch_device(device: Any = None):
-    """``device`` as a torch device; None: CUDA when present, else CPU."""
+    """``device`` as a torch device; None or ``"auto"``: CUDA when present, else CPU."""
     import torch
 
-    if device is None:
+    if device is None or (isinstance(device, str) and device == "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
 

@@ -27,16 +27,10 @@ import numpy as np
 import torch
 
 from ..core import Domain, Measurement, StructuralZero
-from ..core.measurement import estimate_total
+from .neural import torch_device
+from .targets import resolve_total
 
-__all__ = ["RelaxedProjection", "RelaxedModel", "simplex_project", "resolve_device"]
-
-
-def resolve_device(device: Any = None) -> torch.device:
-    """``None``/``"auto"``: CUDA when available, else CPU; otherwise ``torch.device(device)``."""
-    if device is None or (isinstance(device, str) and device == "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+__all__ = ["RelaxedProjection", "RelaxedModel", "simplex_project"]
 
 
 class _Layout:
@@ -388,13 +382,10 @@ class RelaxedProjection:
             domain = Domain.from_dict(domain)
         ms = [m if isinstance(m, Measurement) else Measurement(*m) for m in measurements]
         ms = [m for m in ms if m.attrs]
-        if total is None:
-            total = estimate_total(ms, domain)
-        if not (total > 0 and math.isfinite(total)):
-            raise ValueError(f"total must be positive, got {total}")
+        total = resolve_total(ms, domain, total)
         zeros = list(zeros)
         layout = _Layout(domain)
-        device = resolve_device(self.device)
+        device = torch_device(self.device)
         if isinstance(warm, RelaxedModel) and warm.domain == domain and warm.n_prime == self.n_prime:
             X0 = torch.as_tensor(warm.relaxed, dtype=torch.float32)
         else:

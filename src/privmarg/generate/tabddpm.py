@@ -94,8 +94,7 @@ class TabDDPMModel(NeuralModel):
         import torch
 
         logp = probs.clamp_min(1e-30).log().masked_fill(~self.blocks.valid[None], float("-inf"))
-        u = torch.rand(probs.shape, generator=gen, device=probs.device).clamp(1e-10, 1 - 1e-10)
-        return (logp - (-u.log()).log()).argmax(-1)
+        return (logp + self.blocks.gumbel(probs.shape, gen, probs.device)).argmax(-1)
 
     def loss(self, net: Any, codes: Any, gen: Any) -> Any:
         """Per-record training loss (n,): the KL at a uniform step ``t`` (see the module docstring)."""

@@ -49,10 +49,10 @@ import torch
 from ...core import Domain, Factor, Measurement, StructuralZero
 from ...core.measurement import estimate_total
 from ..targets import cell_values
+from ..neural import torch_device
 
 __all__ = [
     "PrivPGDGenerator",
-    "resolve_device",
     "bin_centres",
     "embed_codes",
     "nearest_codes",
@@ -70,13 +70,6 @@ _ADAM_EPS = 1e-8
 
 
 # ----------------------------------------------------------------------------- small helpers
-def resolve_device(device: Any = None) -> torch.device:
-    """``None``/``"auto"``: CUDA when available, else CPU; otherwise ``torch.device(device)``."""
-    if device is None or (isinstance(device, str) and device == "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 def bin_centres(k: int) -> np.ndarray:
     """Centres ``(2x+1)/(2k)``, ``x = 0..k-1``, of ``k`` equal bins of ``[0, 1]``."""
     return (2.0 * np.arange(k) + 1.0) / (2.0 * k)
@@ -259,7 +252,7 @@ def project_signed_measures(
     so a measure that is already a probability vector is a fixed point despite rounding and the
     ``1e-9`` of the log-initialisation (``n`` = cells of the marginal).
     """
-    device = resolve_device(device)
+    device = torch_device(device)
     dtype = torch.float64
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     gen = torch.Generator(device=device)
@@ -609,7 +602,7 @@ class PrivPGDGenerator:
         if not isinstance(domain, Domain):
             domain = Domain.from_dict(domain)
         self.domain_ = domain
-        device = resolve_device(self.device)
+        device = torch_device(self.device)
         self.device_ = device
         if isinstance(self.seed, np.random.SeedSequence):  # a fresh copy: refitting repeats the run
             ss = np.random.SeedSequence(self.seed.entropy, spawn_key=self.seed.spawn_key,
