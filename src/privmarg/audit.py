@@ -86,7 +86,7 @@ class UnderNoisedSession(MeasurementSession):
 
     factor = 0.5
 
-    def _gaussian(self, values, sigma, l2_sensitivity, what):
+    def _gaussian(self, values, sigma, l2_sensitivity, what, *, counts=False, **note):
         rho = (l2_sensitivity / sigma) ** 2 / 2.0
         self.accountant.charge(rho, what, "gaussian", sigma=float(sigma), l2_sensitivity=float(l2_sensitivity))
         x = np.asarray(values, dtype=np.float64)
