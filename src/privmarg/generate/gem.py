@@ -108,16 +108,6 @@ class _Answers:
         return torch.cat(parts)[self.perm]
 
 
-def _adam(params, grads, m1, m2, t: int, lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> None:
-    """One Adam step in place (written out: torch.optim's first import costs seconds)."""
-    with torch.no_grad():
-        c1, c2 = 1 - b1**t, 1 - b2**t
-        for p, g, a, b in zip(params, grads, m1, m2):
-            a.mul_(b1).add_(g, alpha=1 - b1)
-            b.mul_(b2).addcmul_(g, g, value=1 - b2)
-            p.addcdiv_(a, (b / c2).sqrt_().add_(eps), value=-lr / c1)
-
-
 class GEMModel:
     """A trained generator network over ``domain`` standing for ``total`` records: ``params`` (CPU
     tensors), the fixed latent batch ``latent`` (what :meth:`project` averages over) and the EMA of
@@ -328,8 +318,7 @@ class GEMGenerator:
                                  dtype=torch.float32, device=device)
         params = [p.clone().to(device).requires_grad_(True) for p in model.params]
         z = model.latent.to(device)
-        m1 = [torch.zeros_like(p) for p in params]
-        m2 = [torch.zeros_like(p) for p in params]
+        opt = torch.optim.Adam(params, lr=self.lr)
         ema = model.ema
         k = min(self.top_queries, target.numel())
         done = 0
@@ -343,9 +332,10 @@ class GEMGenerator:
             top = top[err.detach()[top] >= self.error_share * ema]
             if top.numel() == 0:
                 top = torch.topk(err.detach(), 1).indices
-            grads = torch.autograd.grad(err[top].mean(), params)
-            lr = 0.5 * self.lr * (1 + math.cos(math.pi * (done - 1) / steps))  # cosine decay
-            _adam(params, grads, m1, m2, done, lr)
+            opt.param_groups[0]["lr"] = 0.5 * self.lr * (1 + math.cos(math.pi * (done - 1) / steps))  # cosine decay
+            opt.zero_grad(set_to_none=True)
+            err[top].mean().backward()
+            opt.step()
             if progress is not None and done % 50 == 0:
                 progress(f"GEM step {done}/{steps}: max error {worst:.4g}")
         with torch.no_grad():

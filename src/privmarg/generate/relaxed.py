@@ -410,16 +410,14 @@ class RelaxedProjection:
         return RelaxedModel(domain, X.detach().cpu().numpy(), total, zeros, info)
 
     def _fit(self, X: torch.Tensor, Q: _Queries, layout: _Layout, progress) -> tuple[torch.Tensor, dict]:
-        # Adam written out (torch.optim's first use imports torch._dynamo: seconds, for nothing here)
-        b1, b2, eps = 0.9, 0.999, 1e-8
         X = X.clone().requires_grad_(True)
         best, best_loss = X.detach().clone(), math.inf
         steps = 0
         for stage in range(self.stages):
-            lr = self.lr / 2**stage
-            m, v = torch.zeros_like(X), torch.zeros_like(X)  # a fresh Adam state per stage and per fit
+            opt = torch.optim.Adam([X], lr=self.lr / 2**stage)  # a fresh Adam state per stage and per fit
             hist: list[float] = []
-            for it in range(1, self.iters + 1):
+            for _ in range(self.iters):
+                opt.zero_grad(set_to_none=True)
                 loss = Q.loss(X)  # at the current (projected) D': also the early-stopping signal
                 cur = float(loss.detach())
                 if cur < best_loss:
@@ -427,13 +425,10 @@ class RelaxedProjection:
                 hist.append(cur)
                 if cur <= 1e-12 or (self.tol > 0 and len(hist) > 5 and hist[-6] - cur < self.tol * hist[-6]):
                     break
-                (g,) = torch.autograd.grad(loss, X)
+                loss.backward()
+                opt.step()
                 steps += 1
                 with torch.no_grad():
-                    m.mul_(b1).add_(g, alpha=1 - b1)
-                    v.mul_(b2).addcmul_(g, g, value=1 - b2)
-                    step = lr * math.sqrt(1 - b2**it) / (1 - b1**it)
-                    X.addcdiv_(m, v.sqrt().add_(eps), value=-step)
                     X.copy_(simplex_project(X, layout))
             if progress is not None:
                 progress(f"relaxed projection stage {stage + 1}/{self.stages}: loss {best_loss:.4g} ({steps} steps)")
