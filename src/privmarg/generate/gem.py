@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from ..core import Domain, Measurement, StructuralZero
-from .targets import marginal_targets, repair_zeros, resolve_total
+from .mixture import ProductMixture
+from .targets import marginal_targets, resolve_total
 from .neural import torch_device
 
 
@@ -125,7 +126,7 @@ class GEMModel:
         ends = np.cumsum(ks)
         self.spans = [(int(e - k), int(e)) for k, e in zip(ks, ends)]
         self.starts = {a: s for a, (s, _) in zip(domain.attrs, self.spans)}
-        self._S: np.ndarray | None = None
+        self._mixture: ProductMixture | None = None
 
     @property
     def hidden(self) -> tuple[int, ...]:
@@ -141,75 +142,29 @@ class GEMModel:
         finally:
             torch.set_num_threads(threads)
 
+    @property
+    def mixture(self) -> ProductMixture:
+        """The model's distribution: the uniform mixture over the fixed latent batch of the
+        network's softmax blocks (computed once)."""
+        if self._mixture is None:
+            self._mixture = ProductMixture(self.domain, self.probabilities(), self.total, self.zeros)
+        return self._mixture
+
     def project(self, attrs: Sequence[str]) -> np.ndarray:
         """The relaxed marginal on ``attrs`` (order given) over the fixed latent batch, as counts."""
-        attrs = tuple(attrs)
-        if not attrs:
-            return np.array([self.total])
-        if self._S is None:
-            self._S = self.probabilities()
-        S = self._S
-        blocks = [S[:, self.spans[self.domain.attrs.index(a)][0]:self.spans[self.domain.attrs.index(a)][1]]
-                  for a in attrs]
-        letters = "ijklmnopqrstuvwxyz"
-        sub = ",".join("b" + letters[i] for i in range(len(attrs))) + "->" + letters[:len(attrs)]
-        out = np.einsum(sub, *blocks, optimize=True).reshape(-1) / S.shape[0]
-        return out * self.total
+        return self.mixture.project(attrs)
 
-    def sample(self, rows: int, rng: np.random.Generator, chunk: int = 65536) -> np.ndarray:
-        """``rows`` records from the model's distribution, the mixture over the fixed latent batch:
-        each record picks a latent of the batch uniformly, then draws one value per attribute from
-        that latent's softmax block (so the samples follow :meth:`project`). A record in a
-        structural-zero cell has that zero's attributes redrawn from its latent's probabilities
+    def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+        """``rows`` records from the model's distribution: each picks a latent of the batch
+        uniformly, then one value per attribute from that latent's softmax blocks (so the samples
+        follow :meth:`project`); structural zeros are redrawn from the latent's probabilities
         restricted to the allowed cells."""
-        return self._draw(int(rows), rng, None, chunk)
+        return self.mixture.sample(rows, rng)
 
     def sample_conditional(self, rows: int, rng: np.random.Generator, evidence) -> np.ndarray:
-        """``rows`` records given ``evidence`` (attribute -> code), exact for the mixture: a latent
-        is picked with probability ∝ its probability of the evidence, the other attributes drawn
-        from its softmax blocks. Raises ``ValueError`` when the evidence has probability zero."""
-        idx = {}
-        for a, v in evidence.items():
-            if a not in self.domain:
-                raise ValueError(f"unknown attribute {a!r} in the condition")
-            idx[a] = int(v)
-        return self._draw(int(rows), rng, idx, 65536)
-
-    def _draw(self, rows: int, rng: np.random.Generator, evidence: dict | None, chunk: int) -> np.ndarray:
-        if self._S is None:
-            self._S = self.probabilities()
-        S = self._S
-        pick = np.full(S.shape[0], 1.0 / S.shape[0])
-        if evidence:
-            S = S.copy()
-            for a, v in evidence.items():
-                s, e = self.spans[self.domain.attrs.index(a)]
-                pick = pick * S[:, s + v]
-                S[:, s:e] = 0.0
-                S[:, s + v] = 1.0  # the evidence is certain (also inside zero repairs)
-            if not pick.sum() > 0:
-                shown = ", ".join(f"{a}={v}" for a, v in evidence.items())
-                raise ValueError(f"the condition {shown} has probability zero under the model")
-            pick = pick / pick.sum()
-        out = np.empty((rows, len(self.domain)), dtype=np.int64)
-        for s0 in range(0, rows, chunk):
-            m = min(chunk, rows - s0)
-            P = S[rng.choice(S.shape[0], m, p=pick)]
-            u = 1.0 - rng.random((m, len(self.domain)))  # in (0, 1]
-            codes = np.empty((m, len(self.domain)), dtype=np.int64)
-            for j, (s, e) in enumerate(self.spans):
-                c = np.cumsum(P[:, s:e], axis=1)
-                codes[:, j] = np.minimum((c < u[:, j:j + 1] * c[:, -1:]).sum(1), e - s - 1)
-            if self.zeros:
-                def weights(bad, attrs, P=P):
-                    w = np.ones((bad.size, 1))
-                    for a in attrs:
-                        s, e = self.spans[self.domain.attrs.index(a)]
-                        w = (w[:, :, None] * P[bad, s:e][:, None, :]).reshape(bad.size, -1)
-                    return w
-                repair_zeros(codes, self.domain, self.zeros, rng, weights)
-            out[s0:s0 + m] = codes
-        return out
+        """``rows`` records given ``evidence`` (attribute -> code), exact for the mixture. Raises
+        ``ValueError`` when the evidence has probability zero."""
+        return self.mixture.sample_conditional(rows, rng, evidence)
 
     def size_mb(self) -> float:
         return (sum(p.numel() for p in self.params) + self.latent.numel()) * 4 / 2**20

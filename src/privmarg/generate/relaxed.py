@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ..core import Domain, Measurement, StructuralZero
+from .mixture import ProductMixture
 from .neural import torch_device
 from .targets import resolve_total
 
@@ -154,156 +155,26 @@ def relaxed_marginal(X: torch.Tensor, cols: Sequence[slice]) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- the model
-class RelaxedModel:
+class RelaxedModel(ProductMixture):
     """A fitted relaxed table: ``relaxed`` (``N' × Σk`` float32, each block on the simplex) over
-    ``domain``, scaled to ``total`` records. :meth:`project` is the exact expected marginal of the
-    relaxed data (× ``total``); :meth:`sample` draws records by randomized rounding and then
-    re-draws, for rows that hit a structural zero, that zero's attributes from the row's product
-    distribution restricted to the allowed cells. ``info``: loss, steps and seconds of the fit."""
+    ``domain``, scaled to ``total`` records: a :class:`~privmarg.generate.mixture.ProductMixture`
+    sampled by RAP's randomized rounding (output rows cycle through the relaxed rows). A record in a
+    structural-zero cell has that zero's attributes redrawn from its row's product distribution
+    restricted to the allowed cells. ``info``: loss, steps and seconds of the fit."""
 
     def __init__(self, domain: Domain, relaxed: np.ndarray, total: float,
                  zeros: Sequence[StructuralZero] = (), info: dict | None = None):
-        self.domain = domain
-        self.relaxed = np.asarray(relaxed, dtype=np.float32)
-        self.total = float(total)
-        self.zeros = list(zeros)
+        super().__init__(domain, relaxed, total, zeros, stratified=True)
         self.info = info or {}
         self.layout = _Layout(domain)
-        if self.relaxed.ndim != 2 or self.relaxed.shape[1] != self.layout.width:
-            raise ValueError(f"relaxed data must have {self.layout.width} columns, got shape {self.relaxed.shape}")
-        self._cache: dict[tuple[str, ...], np.ndarray] = {}
+
+    @property
+    def relaxed(self) -> np.ndarray:
+        return self.P
 
     @property
     def n_prime(self) -> int:
-        return int(self.relaxed.shape[0])
-
-    def _block(self, a: str, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
-        return self.relaxed[rows, self.layout.cols(a)].astype(np.float64)
-
-    def project(self, attrs: Sequence[str]) -> np.ndarray:
-        """Expected counts of the relaxed data on ``attrs`` (flat, row-major in the order given):
-        ``total · mean_n ⊗_{a∈attrs} D'[n, a, ·]``. Free (post-processing)."""
-        attrs = tuple(attrs)
-        if not attrs:
-            return np.array([self.total])
-        hit = self._cache.get(attrs)
-        if hit is not None:
-            return hit.copy()
-        n = self.n_prime
-        size = self.domain.size(attrs[:-1]) if len(attrs) > 1 else 1
-        step = max(1, int(2e7 // max(1, size)))  # rows per chunk: bounded memory
-        out = np.zeros(self.domain.size(attrs))
-        for s in range(0, n, step):
-            rows = slice(s, min(n, s + step))
-            M = self._block(attrs[0], rows)
-            if len(attrs) == 1:
-                out += M.sum(0)
-                continue
-            for a in attrs[1:-1]:
-                M = (M[:, :, None] * self._block(a, rows)[:, None, :]).reshape(M.shape[0], -1)
-            out += (M.T @ self._block(attrs[-1], rows)).ravel()
-        out *= self.total / n
-        if len(self._cache) < 4096:
-            self._cache[attrs] = out
-        return out.copy()
-
-    def _rows(self, rows: int, rng: np.random.Generator) -> np.ndarray:
-        """Relaxed row behind each output row: every row ``rows // N'`` times, the rest distinct
-        random rows, shuffled (RAP's oversampled randomized rounding)."""
-        n = self.n_prime
-        idx = np.concatenate([np.tile(np.arange(n), rows // n), rng.choice(n, rows % n, replace=False)])
-        return rng.permutation(idx)
-
-    def _draw(self, idx: np.ndarray, rng: np.random.Generator, attrs: Sequence[str]) -> dict[str, np.ndarray]:
-        out = {}
-        for a in attrs:
-            k = self.domain[a]
-            got = np.empty(idx.size, dtype=np.int64)
-            step = max(1, int(4e6 // k))
-            for s in range(0, idx.size, step):
-                P = np.maximum(self._block(a, idx[s:s + step]), 0.0)
-                c = P.cumsum(1)
-                u = rng.random(c.shape[0]) * c[:, -1]
-                got[s:s + step] = np.minimum((c < u[:, None]).sum(1), k - 1)
-            out[a] = got
-        return out
-
-    def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
-        """``rows`` records as integer codes (rows × attributes, domain order). Free."""
-        rows = int(rows)
-        if rows < 0:
-            raise ValueError("rows must be >= 0")
-        idx = self._rows(rows, rng)
-        drawn = self._draw(idx, rng, self.domain.attrs)
-        out = np.column_stack([drawn[a] for a in self.domain.attrs]) if rows else \
-            np.zeros((0, len(self.domain)), dtype=np.int64)
-        return self._repair(out, idx, rng, {})
-
-    def sample_conditional(self, rows: int, rng: np.random.Generator, evidence: dict) -> np.ndarray:
-        """``rows`` records given ``evidence`` (attribute -> code), exactly from the model's mixture:
-        relaxed rows drawn in proportion to the probability each gives the evidence, the other
-        attributes from the drawn row's blocks. Raises ``ValueError`` when the evidence has
-        probability zero."""
-        w = np.ones(self.n_prime)
-        for a, v in evidence.items():
-            if a not in self.domain:
-                raise ValueError(f"unknown attribute {a!r} in the condition")
-            w *= np.maximum(self._block(a)[:, int(v)], 0.0)
-        if not w.sum() > 0:
-            shown = ", ".join(f"{a}={v}" for a, v in evidence.items())
-            raise ValueError(f"the condition {shown} has probability zero under the relaxed model")
-        idx = rng.choice(self.n_prime, int(rows), replace=True, p=w / w.sum())
-        free = [a for a in self.domain.attrs if a not in evidence]
-        drawn = self._draw(idx, rng, free)
-        drawn.update({a: np.full(idx.size, int(v), dtype=np.int64) for a, v in evidence.items()})
-        out = np.column_stack([drawn[a] for a in self.domain.attrs]) if idx.size else \
-            np.zeros((0, len(self.domain)), dtype=np.int64)
-        return self._repair(out, idx, rng, {a: int(v) for a, v in evidence.items()})
-
-    def _repair(self, out: np.ndarray, idx: np.ndarray, rng: np.random.Generator, fixed: dict) -> np.ndarray:
-        """Re-draw the attributes of a structural zero for the rows that landed in one, from the
-        row's product distribution over the allowed cells (uniform over them if it gives them no
-        mass); ``fixed`` attributes keep their value."""
-        if not self.zeros or out.shape[0] == 0:
-            return out
-        dom = self.domain
-        for _ in range(3):  # zeros on overlapping attributes: a repair can break another
-            clean = True
-            for z in self.zeros:
-                ax = [dom.attrs.index(a) for a in z.attrs]
-                bad = np.flatnonzero(z.mask[tuple(out[:, i] for i in ax)])
-                if bad.size == 0:
-                    continue
-                clean = False
-                allowed = ~z.mask
-                for a in z.attrs:
-                    if a in fixed:
-                        keep = np.zeros(dom[a], dtype=bool)
-                        keep[fixed[a]] = True
-                        shape = [1] * len(z.attrs)
-                        shape[z.attrs.index(a)] = dom[a]
-                        allowed = allowed & keep.reshape(shape)
-                allowed = allowed.ravel()
-                if not allowed.any():
-                    raise ValueError(f"structural zeros on {z.attrs} forbid every cell")
-                J = np.ones((bad.size, 1))
-                for a in z.attrs:
-                    J = (J[:, :, None] * np.maximum(self._block(a, idx[bad]), 0.0)[:, None, :]).reshape(bad.size, -1)
-                J = J * allowed
-                s = J.sum(1, keepdims=True)
-                J = np.where(s > 0, J / np.where(s > 0, s, 1.0), allowed / allowed.sum())
-                c = J.cumsum(1)
-                u = rng.random(bad.size) * c[:, -1]
-                cell = np.minimum((c < u[:, None]).sum(1), J.shape[1] - 1)
-                out[np.ix_(bad, ax)] = np.stack(np.unravel_index(cell, dom.sizes(z.attrs)), axis=1)
-            if clean:
-                break
-        return out
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_cache"] = {}
-        return state
+        return self.n_rows
 
 
 # ----------------------------------------------------------------------------- the generator
