@@ -16,6 +16,7 @@ import numpy as np
 from ..core import Domain, Measurement, StructuralZero
 from ..core.measurement import estimate_total
 from .records import RecordsModel
+from .targets import cell_index, column_cells, repair_zeros
 
 Clique = tuple[str, ...]
 
@@ -145,10 +146,6 @@ def _largest_remainder(p: np.ndarray, n: int) -> np.ndarray:
     return base
 
 
-def _cell_index(records: np.ndarray, cols: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
-    return np.ravel_multi_index(tuple(records[:, j] for j in cols), tuple(sizes))
-
-
 def update_records(records: np.ndarray, cols: Sequence[int], sizes: Sequence[int], target: np.ndarray,
                    alpha: float, complete: float, rng: np.random.Generator) -> None:
     """One GUM step on marginal ``cols`` (in place): records leave over-represented cells and are
@@ -162,7 +159,7 @@ def update_records(records: np.ndarray, cols: Sequence[int], sizes: Sequence[int
     correlations) and the rest with ``cols`` rewritten (PrivSyn's "replace" ratio)."""
     n = records.shape[0]
     ncell = int(np.prod(sizes))
-    cell = _cell_index(records, cols, sizes)
+    cell = column_cells(records, cols, sizes)
     counts = np.bincount(cell, minlength=ncell)
     q = counts / n
     p = target.ravel()
@@ -208,28 +205,11 @@ def update_records(records: np.ndarray, cols: Sequence[int], sizes: Sequence[int
         records[np.ix_(leave[part], list(cols))] = np.stack(np.unravel_index(dest[part], tuple(sizes)), axis=1)
 
 
-def repair_zeros(records: np.ndarray, domain: Domain, zeros: Sequence[StructuralZero], rng: np.random.Generator) -> None:
-    """Records in a structural-zero cell get new values on that zero's attributes, drawn from the
-    synthetic table's own marginal there restricted to the allowed cells (in place)."""
-    for _ in range(3):  # zeros on overlapping attributes: fixing one can break another
-        clean = True
-        for z in zeros:
-            cols = [domain.attrs.index(a) for a in z.attrs]
-            sizes = domain.sizes(z.attrs)
-            mask = z.mask.ravel()
-            cell = _cell_index(records, cols, sizes)
-            bad = np.flatnonzero(mask[cell])
-            if bad.size == 0:
-                continue
-            clean = False
-            w = np.bincount(cell, minlength=mask.size).astype(float)
-            w[mask] = 0.0
-            if w.sum() == 0:
-                w = (~mask).astype(float)
-            new = rng.choice(mask.size, bad.size, p=w / w.sum())
-            records[np.ix_(bad, cols)] = np.stack(np.unravel_index(new, sizes), axis=1)
-        if clean:
-            return
+def _own_marginal(records: np.ndarray, domain: Domain):
+    """Zero repairs drawn from the synthetic table's own marginal on the zero's attributes."""
+    def weights(bad, attrs):
+        return np.bincount(cell_index(records, domain, attrs), minlength=domain.size(attrs)).astype(float)
+    return weights
 
 
 # ---------------------------------------------------------------------------------- the model
@@ -298,12 +278,12 @@ class GUM:
                 for c in marg if len(c) > 0]
         for t in range(self.iters):
             alpha = self.decay ** (t // self.decay_every)
-            errors = [np.abs(np.bincount(_cell_index(records, cols, sizes), minlength=p.size) / n - p).sum()
+            errors = [np.abs(np.bincount(column_cells(records, cols, sizes), minlength=p.size) / n - p).sum()
                       for _, cols, sizes, p in plan]
             for i in np.argsort(errors, kind="stable")[::-1]:
                 _, cols, sizes, p = plan[i]
                 update_records(records, cols, sizes, p, alpha, 0.5 if t % 2 == 0 else 1.0, rng)
             if t % 10 == 9:
                 say(f"GUM: iteration {t + 1}/{self.iters}, mean L1 error {np.mean(errors):.4f}")
-        repair_zeros(records, domain, list(zeros), rng)
+        repair_zeros(records, domain, list(zeros), rng, _own_marginal(records, domain))
         return RecordsModel(domain, total, records)

@@ -71,8 +71,12 @@ def resolve_total(measurements: Sequence[Measurement], domain: Domain, total: fl
 
 def cell_index(codes: np.ndarray, domain: Domain, attrs: Sequence[str]) -> np.ndarray:
     """Flat cell of each record (rows of codes over ``domain``) in the marginal on ``attrs``."""
-    axes = [domain.attrs.index(a) for a in attrs]
-    return np.ravel_multi_index(tuple(codes[:, i] for i in axes), domain.sizes(attrs))
+    return column_cells(codes, [domain.attrs.index(a) for a in attrs], domain.sizes(attrs))
+
+
+def column_cells(codes: np.ndarray, cols: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
+    """Flat cell of each record in the marginal on columns ``cols`` of sizes ``sizes``."""
+    return np.ravel_multi_index(tuple(codes[:, j] for j in cols), tuple(sizes))
 
 
 def forbidden(codes: np.ndarray, domain: Domain, zeros: Sequence[StructuralZero]) -> np.ndarray:
@@ -86,8 +90,9 @@ def forbidden(codes: np.ndarray, domain: Domain, zeros: Sequence[StructuralZero]
 def repair_zeros(codes: np.ndarray, domain: Domain, zeros: Sequence[StructuralZero], rng: np.random.Generator,
                  weights=None) -> np.ndarray:
     """Move records in a structural-zero cell to an allowed cell of that zero's attributes, drawn
-    uniformly, or ∝ ``weights(rows, attrs)`` (an array rows × cells) when given. In place; returns
-    ``codes``. Overlapping zeros: repeated until clean (an error if it does not settle)."""
+    uniformly, or ∝ ``weights(rows, attrs)`` when given: an array rows × cells (per record), or one
+    vector of cells shared by every moved record. In place; returns ``codes``. Overlapping zeros:
+    repeated until clean (an error if it does not settle)."""
     for _ in range(20):
         clean = True
         for z in zeros:
@@ -99,12 +104,15 @@ def repair_zeros(codes: np.ndarray, domain: Domain, zeros: Sequence[StructuralZe
             ok = ~mask
             if not ok.any():
                 raise ValueError(f"structural zeros on {z.attrs} forbid every cell")
-            p = np.broadcast_to(ok.astype(float), (bad.size, ok.size)) if weights is None \
-                else np.asarray(weights(bad, z.attrs), dtype=float) * ok
-            p = np.where(p.sum(1, keepdims=True) > 0, p, ok.astype(float))
-            c = np.cumsum(p, axis=1)
-            u = (1.0 - rng.random(bad.size)) * c[:, -1]  # in (0, total]: never a zero-width cell
-            cell = np.minimum((c < u[:, None]).sum(1), ok.size - 1)
+            p = ok.astype(float) if weights is None else np.asarray(weights(bad, z.attrs), dtype=float) * ok
+            if p.ndim == 1:  # one distribution for every moved record
+                p = p if p.sum() > 0 else ok.astype(float)
+                cell = rng.choice(ok.size, bad.size, p=p / p.sum())
+            else:
+                p = np.where(p.sum(1, keepdims=True) > 0, p, ok.astype(float))
+                c = np.cumsum(p, axis=1)
+                u = (1.0 - rng.random(bad.size)) * c[:, -1]  # in (0, total]: never a zero-width cell
+                cell = np.minimum((c < u[:, None]).sum(1), ok.size - 1)
             cols = [domain.attrs.index(a) for a in z.attrs]
             codes[np.ix_(bad, cols)] = np.column_stack(np.unravel_index(cell, domain.sizes(z.attrs)))
         if clean:
