@@ -36,6 +36,13 @@ def _workload_cliques(workload: Any, domain: Domain) -> list[Clique]:
     return list(dict.fromkeys(c for c, w in parse_workload(workload, domain) if w > 0))
 
 
+def _distribution(x: np.ndarray) -> np.ndarray:
+    """``x`` clipped at 0 and normalised to sum 1 (uniform if nothing is left)."""
+    x = np.maximum(np.asarray(x, dtype=float), 0.0)
+    s = x.sum()
+    return x / s if s > 0 else np.full(x.shape, 1.0 / max(x.size, 1))
+
+
 def _check_q(name: str, q: Any) -> int:
     if isinstance(q, bool) or not isinstance(q, (int, np.integer)) or q < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {q!r}")
@@ -114,7 +121,8 @@ class RAPppSelector(_RelaxedLoop):
             answers = session.answers(cands)
             if ctx.total is None and not session.measurements:
                 n_exact = float(answers[0].sum())  # private: enters the score only
-                fitted = [n_exact * model.project(r) / model.total for r in cands]
+                # N times a distribution (L1 norm 1 whatever the loop model): sensitivity 1 + 1
+                fitted = [n_exact * _distribution(model.project(r)) for r in cands]
                 sens = 2.0
             else:
                 fitted = [model.project(r) for r in cands]
