@@ -1,0 +1,74 @@
+"""DP bounds of a numeric column nobody can bound publicly (``"bounds": "dp"``, issue #15).
+
+A public, data-independent grid of signed powers of two (:func:`bounds_grid`) is counted through the
+preprocessing session with the Gaussian mechanism (one row lies in one bucket: Δ₂ = 1 add/remove, √2
+replace-one; plain zCDP, no δ); the bounds are then read off the noisy counts as low and high
+the outermost clearly occupied buckets (:func:`bounds_from_counts`, free post-processing). The bounds are bucket edges, so they
+are loose by up to a factor of two; the column's bins (PrivTree by default) then adapt within them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import norm
+
+from ..privacy import gaussian_sigma, marginal_l2
+from ..schema import ColumnSpec
+
+__all__ = ["GRID_MAX_EXP", "FLOAT_MIN_EXP", "TAIL_SHARE", "FALSE_BUCKET_RATE", "bounds_grid", "bounds_from_counts",
+           "dp_bounds"]
+
+#: the grid's widest magnitude: values beyond ±2**GRID_MAX_EXP fall in its outermost buckets
+GRID_MAX_EXP = 51
+#: float columns: the finest magnitude the grid resolves (2**-10 ≈ 0.001); integers stop at 1
+FLOAT_MIN_EXP = -10
+#: a bucket counts as occupied when its noisy count exceeds this share of the noisy total ...
+TAIL_SHARE = 0.001
+#: ... and stands out of the noise: the chance that any empty bucket of the grid passes is below this
+FALSE_BUCKET_RATE = 1e-3
+
+
+def bounds_grid(col: ColumnSpec) -> np.ndarray:
+    """Edges of the public grid for ``col`` (fixed by its type alone): ``0``, ``±2^k`` for ``k`` from 0
+    (integer) or :data:`FLOAT_MIN_EXP` (float) to :data:`GRID_MAX_EXP`. Bucket ``j`` is
+    ``[e_j, e_{j+1})``, the last closed; values are clipped to ``[e_0, e_B]`` before counting."""
+    k0 = 0 if col.lattice else FLOAT_MIN_EXP
+    pos = 2.0 ** np.arange(k0, GRID_MAX_EXP + 1)
+    return np.concatenate([-pos[::-1], [0.0], pos])
+
+
+def bounds_from_counts(edges: np.ndarray, noisy: np.ndarray, sigma: float, lattice: bool) -> tuple[float, float, bool]:
+    """Bounds ``(lo, hi, ok)`` from noisy bucket counts (free post-processing).
+
+    A bucket is occupied when its noisy count exceeds ``max(TAIL_SHARE·N̂, z·σ)``, ``N̂`` the noisy
+    total and ``z = Φ̄⁻¹(FALSE_BUCKET_RATE/B)`` over the grid's ``B`` buckets (so an empty bucket far
+    out almost never widens the bounds). ``lo`` is the left edge of the lowest occupied bucket, ``hi``
+    the right edge of the highest (minus 1 on integer grids: bounds are inclusive). Rows in thinner
+    buckets outside are clipped to the bounds. ``ok`` is False when no bucket is occupied (too few
+    rows for the budget): then the edges of the bucket with the largest noisy count.
+    """
+    c = np.asarray(noisy, dtype=float)
+    n_hat = max(float(c.sum()), 0.0)
+    z = float(norm.isf(FALSE_BUCKET_RATE / len(c)))
+    occupied = np.flatnonzero(c > max(TAIL_SHARE * n_hat, z * sigma))
+    ok = len(occupied) > 0
+    i, j = (int(occupied[0]), int(occupied[-1])) if ok else (int(np.argmax(c)),) * 2
+    lo, hi = float(edges[i]), float(edges[j + 1])
+    return lo, (hi - 1.0 if lattice else hi), ok
+
+
+def dp_bounds(session, col: ColumnSpec, rho: float) -> tuple[float, float, bool]:
+    """DP bounds of raw numeric column ``col`` through ``session`` (a preprocessing
+    :class:`~privmarg.measure.MeasurementSession` whose column is clipped to the grid's range):
+    Gaussian counts of the :func:`bounds_grid` buckets at ``rho`` zCDP (σ = Δ₂/√(2ρ)), then
+    :func:`bounds_from_counts`. Returns ``(lo, hi, ok)`` on the column's axis."""
+    if not (rho > 0 and math.isfinite(rho)):
+        raise ValueError(f"DP bounds need a positive budget, got rho={rho!r}")
+    edges = bounds_grid(col)
+    l2 = marginal_l2(session.neighbour)
+    sigma = gaussian_sigma(rho, l2)
+    counts = session.range_histogram(col.name, edges, np.array([], dtype=float))
+    noisy = session.gaussian(counts, sigma, l2, f"DP bounds {col.name}", counts=True)
+    return bounds_from_counts(edges, noisy, sigma, col.lattice)

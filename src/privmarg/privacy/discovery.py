@@ -1,0 +1,63 @@
+"""DP discovery of frequent keys (category values nobody lists publicly): thresholded Gaussian counts.
+
+The keys present in a table are not public, so no fixed-domain mechanism can release them. Here every
+key present gets its count plus ``N(0, σ²)`` and only keys whose noisy count exceeds ``τ`` are
+released. Neighbouring tables either share their key sets (then the counts differ by at most Δ₂ = 1,
+add/remove, or √2, replace-one, and the release is ``Δ₂²/(2σ²)``-zCDP) or differ in keys whose count
+is 1 on the side that has them: one key under add/remove, at most two under replace-one. Conditioned
+on those keys staying below ``τ`` (probability at least ``1 − δ₀`` each, ``δ₀ = P(1 + N(0, σ²) > τ)``),
+both sides release the same distribution; so the step is ``δ``-approximately ``ρ``-zCDP (Bun &
+Steinke 2016, Def. 8.1) with ``δ = keys_at_risk · δ₀`` (a union bound over the keys at risk).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import norm
+
+from .accountant import Accountant
+from .primitives import gaussian_rho
+
+__all__ = ["keys_at_risk", "threshold_delta", "threshold_for", "gaussian_threshold"]
+
+
+def keys_at_risk(neighbour: str) -> int:
+    """Keys present in only one of two neighbouring tables: 1 (add/remove) or 2 (replace-one)."""
+    return 1 if neighbour == "add_remove" else 2
+
+
+def threshold_delta(sigma: float, threshold: float, keys: int) -> float:
+    """``keys · P(1 + N(0, σ²) > τ)``: the δ of releasing the keys whose noisy count exceeds ``τ``."""
+    return float(keys) * float(norm.sf((float(threshold) - 1.0) / float(sigma)))
+
+
+def threshold_for(sigma: float, delta: float, keys: int) -> float:
+    """The threshold ``τ = 1 + σ·Φ̄⁻¹(δ/keys)`` (rows) at which :func:`threshold_delta` is ``delta``."""
+    if not (0 < delta < 1):
+        raise ValueError(f"key discovery needs a delta in (0, 1), got {delta!r}")
+    return 1.0 + float(sigma) * float(norm.isf(float(delta) / keys))
+
+
+def gaussian_threshold(accountant: Accountant, counts: np.ndarray, sigma: float, l2_sensitivity: float,
+                       threshold: float, rng: np.random.Generator, what: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the keys whose ``count + N(0, σ²)`` exceeds ``threshold``, and those noisy counts.
+
+    ``counts``: the (private) count of every key present, in any order not revealed by the output
+    (the caller maps indices back to keys and releases them as a set). Charges first:
+    ``ρ = Δ₂²/(2σ²)`` with ``approx_delta = keys_at_risk·Φ̄((τ − 1)/σ)`` (mechanism
+    ``"gaussian_threshold"``, params ``sigma``, ``l2_sensitivity``, ``threshold``, ``keys_at_risk``;
+    :func:`~privmarg.privacy.recompute_rho` and :func:`~privmarg.privacy.recompute_delta` rederive
+    both). Continuous noise always (the δ is the continuous Gaussian's tail)."""
+    if not (sigma > 0 and math.isfinite(sigma)):
+        raise ValueError(f"key discovery needs a positive finite sigma, got {sigma!r}")
+    keys = keys_at_risk(accountant.neighbour)
+    delta = threshold_delta(sigma, threshold, keys)
+    accountant.charge(gaussian_rho(sigma, l2_sensitivity), what, "gaussian_threshold", approx_delta=delta,
+                      sigma=float(sigma), l2_sensitivity=float(l2_sensitivity), threshold=float(threshold),
+                      keys_at_risk=keys)
+    x = np.asarray(counts, dtype=np.float64)
+    noisy = x + rng.normal(0.0, float(sigma), size=x.shape)
+    kept = np.flatnonzero(noisy > threshold)
+    return kept, noisy[kept]
