@@ -39,31 +39,34 @@ def bounds_grid(col: ColumnSpec) -> np.ndarray:
     return np.concatenate([-pos[::-1], [0.0], pos])
 
 
-def bounds_from_counts(edges: np.ndarray, noisy: np.ndarray, sigma: float, lattice: bool) -> tuple[float, float, bool]:
-    """Bounds ``(lo, hi, ok)`` from noisy bucket counts (free post-processing).
+def bounds_from_counts(edges: np.ndarray, noisy: np.ndarray, sigma: float, lattice: bool) -> tuple[float, float, dict]:
+    """Bounds ``(lo, hi, facts)`` from noisy bucket counts (free post-processing).
 
     A bucket is occupied when its noisy count exceeds ``max(TAIL_SHARE·N̂, z·σ)``, ``N̂`` the noisy
     total and ``z = Φ̄⁻¹(FALSE_BUCKET_RATE/B)`` over the grid's ``B`` buckets (so an empty bucket far
     out almost never widens the bounds). ``lo`` is the left edge of the lowest occupied bucket, ``hi``
     the right edge of the highest (minus 1 on integer grids: bounds are inclusive). Rows in thinner
-    buckets outside are clipped to the bounds. ``ok`` is False when no bucket is occupied (too few
-    rows for the budget): then the edges of the bucket with the largest noisy count.
+    buckets outside are clipped to the bounds. ``facts``: ``ok`` (False when no bucket is occupied:
+    then the edges of the bucket with the largest noisy count), ``visible_rows`` (the threshold) and
+    ``rows`` (``N̂``); a threshold that is a sizeable share of ``N̂`` means thinly spread values
+    (a column centred on 0 spreads over many small buckets) may lie outside the bounds.
     """
     c = np.asarray(noisy, dtype=float)
     n_hat = max(float(c.sum()), 0.0)
     z = float(norm.isf(FALSE_BUCKET_RATE / len(c)))
-    occupied = np.flatnonzero(c > max(TAIL_SHARE * n_hat, z * sigma))
+    need = max(TAIL_SHARE * n_hat, z * sigma)
+    occupied = np.flatnonzero(c > need)
     ok = len(occupied) > 0
     i, j = (int(occupied[0]), int(occupied[-1])) if ok else (int(np.argmax(c)),) * 2
     lo, hi = float(edges[i]), float(edges[j + 1])
-    return lo, (hi - 1.0 if lattice else hi), ok
+    return lo, (hi - 1.0 if lattice else hi), {"ok": ok, "visible_rows": float(need), "rows": n_hat}
 
 
-def dp_bounds(session, col: ColumnSpec, rho: float) -> tuple[float, float, bool]:
+def dp_bounds(session, col: ColumnSpec, rho: float) -> tuple[float, float, dict]:
     """DP bounds of raw numeric column ``col`` through ``session`` (a preprocessing
     :class:`~privmarg.measure.MeasurementSession` whose column is clipped to the grid's range):
     Gaussian counts of the :func:`bounds_grid` buckets at ``rho`` zCDP (σ = Δ₂/√(2ρ)), then
-    :func:`bounds_from_counts`. Returns ``(lo, hi, ok)`` on the column's axis."""
+    :func:`bounds_from_counts`. Returns ``(lo, hi, facts)`` on the column's axis."""
     if not (rho > 0 and math.isfinite(rho)):
         raise ValueError(f"DP bounds need a positive budget, got rho={rho!r}")
     edges = bounds_grid(col)

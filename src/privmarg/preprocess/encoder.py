@@ -188,14 +188,21 @@ class TableEncoder:
             for col in disc:
                 before = accountant.rho_spent, accountant.delta_spent
                 if col.dp_bounds:
-                    lo, hi, ok = dp_bounds(session, col, rho_col)
+                    lo, hi, facts = dp_bounds(session, col, rho_col)
                     spec = col.with_bounds(lo, hi)
                     prepared[col.name] = np.clip(prepared[col.name], spec.lo, spec.hi)  # as encode() clips
-                    info: dict[str, Any] = {"step": "bounds", "bounds": [_jsonable(spec.min), _jsonable(spec.max)]}
-                    if not ok:
-                        self.warnings_.append(f"column {col.name!r}: no tail of the DP bounds histogram stood out "
-                                              "of the noise (few rows or a small budget): its bounds are the "
-                                              "busiest bucket's edges")
+                    info: dict[str, Any] = {"step": "bounds", "bounds": [_jsonable(spec.min), _jsonable(spec.max)],
+                                            "visible_rows": facts["visible_rows"]}
+                    if not facts["ok"]:
+                        self.warnings_.append(f"column {col.name!r}: no bucket of the DP bounds grid stood out of "
+                                              "the noise (few rows or a small budget): its bounds are the busiest "
+                                              "bucket's edges; give public bounds")
+                    elif facts["visible_rows"] > 0.05 * facts["rows"]:
+                        self.warnings_.append(
+                            f"column {col.name!r}: a bucket of the DP bounds grid needs about "
+                            f"{facts['visible_rows']:.0f} of about {facts['rows']:.0f} rows to stand out of the "
+                            f"noise, so values spread thinly may lie outside the DP bounds [{spec.min}, {spec.max}] "
+                            "(clipped to them): give public bounds or a larger budget")
                 else:
                     values, info = discover_values(session, col, rho_col, delta_left / n_values)
                     spec = col.with_values(values)

@@ -34,10 +34,14 @@ def threshold_delta(sigma: float, threshold: float, keys: int) -> float:
 
 
 def threshold_for(sigma: float, delta: float, keys: int) -> float:
-    """The threshold ``τ = 1 + σ·Φ̄⁻¹(δ/keys)`` (rows) at which :func:`threshold_delta` is ``delta``."""
+    """The threshold ``τ = 1 + σ·Φ̄⁻¹(δ/keys)`` (rows) at which :func:`threshold_delta` is ``delta``
+    (rounded up so that it is at most ``delta``)."""
     if not (0 < delta < 1):
         raise ValueError(f"key discovery needs a delta in (0, 1), got {delta!r}")
-    return 1.0 + float(sigma) * float(norm.isf(float(delta) / keys))
+    tau = 1.0 + float(sigma) * float(norm.isf(float(delta) / keys))
+    while threshold_delta(sigma, tau, keys) > delta:  # floating point: never charge above ``delta``
+        tau = float(np.nextafter(tau, math.inf)) + 1e-12 * abs(tau)
+    return tau
 
 
 def gaussian_threshold(accountant: Accountant, counts: np.ndarray, sigma: float, l2_sensitivity: float,
