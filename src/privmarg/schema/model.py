@@ -228,7 +228,7 @@ class ColumnSpec:
 
     def with_values(self, values: Any) -> "ColumnSpec":
         """This ``"values": "dp"`` column with the released values as its list (and ``other``)."""
-        return replace(self, values=tuple(values), dp_values=False)
+        return replace(self, values=tuple(values), dp_values=False, max_values=DEFAULT_MAX_VALUES)
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"type": self.type}
