@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import norm
 from typer.testing import CliRunner
 
-from privmarg import registry
+from privmarg import load, registry
 from privmarg.cli import app
 from privmarg.data import ColumnCounts, DataError
 from privmarg.measure import MeasurementSession
@@ -229,7 +229,7 @@ def test_another_seed_may_move_the_bounds_but_not_the_grid():
 
 
 # ------------------------------------------------------------------------------- runs
-def test_a_run_reports_the_delta_it_spent():
+def test_a_run_reports_the_delta_it_spent(tmp_path):
     synth = registry.make_preset("mst", 4.0, 1e-6, seed=0)
     synth.fit(_frame(1500), DP_SCHEMA)
     pr = synth.privacy_report()
@@ -241,6 +241,10 @@ def test_a_run_reports_the_delta_it_spent():
     assert pr["epsilon_spent"] <= 4.0 + 1e-9
     out = synth.sample(200)
     assert set(out["city"]) <= set(FREQUENT) | {"__other__"}
+    saved = load(synth.save(tmp_path / "model"))  # the released bounds and values travel with the model
+    assert saved.privacy_report() == pr and saved.encoder_.domain == synth.encoder_.domain
+    assert saved.encoder_.report() == synth.encoder_.report()
+    assert set(saved.sample(100, seed=1)["city"]) <= set(FREQUENT) | {"__other__"}
 
 
 @pytest.mark.parametrize("method", ["aim", "mst"])

@@ -537,7 +537,7 @@ class TableEncoder:
         outputs), and the zCDP ``rho`` its DP step was charged (absent when free)."""
         self._check_fitted()
         out = {"rho_spent": float(self.rho_spent_), "columns": {n: c.report() for n, c in self.codecs_.items()}}
-        if self.schema is not self.given_schema:  # DP bounds/values filled in: a schema to evaluate with
+        if any(c.dp_discovery for c in self.given_schema):  # DP bounds/values filled in: a schema to evaluate with
             out["schema"] = self.schema.to_dict()
         if self.rows_estimate_ is not None:
             out["rows_estimate"] = float(self.rows_estimate_)
