@@ -4,10 +4,12 @@ The keys present in a table are not public, so no fixed-domain mechanism can rel
 key present gets its count plus ``N(0, σ²)`` and only keys whose noisy count exceeds ``τ`` are
 released. Neighbouring tables either share their key sets (then the counts differ by at most Δ₂ = 1,
 add/remove, or √2, replace-one, and the release is ``Δ₂²/(2σ²)``-zCDP) or differ in keys whose count
-is 1 on the side that has them: one key under add/remove, at most two under replace-one. Conditioned
-on those keys staying below ``τ`` (probability at least ``1 − δ₀`` each, ``δ₀ = P(1 + N(0, σ²) > τ)``),
-both sides release the same distribution; so the step is ``δ``-approximately ``ρ``-zCDP (Bun &
-Steinke 2016, Def. 8.1) with ``δ = keys_at_risk · δ₀`` (a union bound over the keys at risk).
+is 1 on the side that has them: one key under add/remove, at most two under replace-one. Each is
+released with probability ``δ₀ = P(1 + N(0, σ²) > τ)``; conditioned on none being released, both sides
+release the same distribution (the shared keys' counts are ρ-zCDP-close). Each side is therefore a
+mixture ``(1 − δ)·P + δ·P′`` with ``P`` and the other side's ``Q`` ρ-zCDP-close: ``δ``-approximate
+``ρ``-zCDP (Bun & Steinke 2016, §8) with ``δ = keys_at_risk · δ₀`` (a union bound over the keys at
+risk), which with later zCDP steps gives ``(ε, δ + δ_CKS(ρ_total, ε))``-DP.
 """
 
 from __future__ import annotations
