@@ -28,6 +28,9 @@ FLOAT_MIN_EXP = -10
 TAIL_SHARE = 0.001
 #: ... and stands out of the noise: the chance that any empty bucket of the grid passes is below this
 FALSE_BUCKET_RATE = 1e-3
+#: the bounds then grow into the adjacent 1, 2 or 4 buckets while their noisy sum exceeds this many σ
+#: of its noise (a false step only loosens a bound by a few buckets next to the data)
+EXTEND_SIGMAS = 2.5
 
 
 def bounds_grid(col: ColumnSpec) -> np.ndarray:
@@ -45,8 +48,10 @@ def bounds_from_counts(edges: np.ndarray, noisy: np.ndarray, sigma: float, latti
     A bucket is occupied when its noisy count exceeds ``max(TAIL_SHARE·N̂, z·σ)``, ``N̂`` the noisy
     total and ``z = Φ̄⁻¹(FALSE_BUCKET_RATE/B)`` over the grid's ``B`` buckets (so an empty bucket far
     out almost never widens the bounds). ``lo`` is the left edge of the lowest occupied bucket, ``hi``
-    the right edge of the highest (minus 1 on integer grids: bounds are inclusive). Rows in thinner
-    buckets outside are clipped to the bounds. ``facts``: ``ok`` (False when no bucket is occupied:
+    the right edge of the highest (minus 1 on integer grids: bounds are inclusive). Each bound then
+    grows outward by the next 1, 2 or 4 buckets (the first that passes) while their noisy sum exceeds
+    ``EXTEND_SIGMAS·σ·√w``: thin mass next to the data (a column near 0 spreads over many small
+    buckets) is kept, a far empty bucket is not. Rows in thinner buckets outside are clipped to the bounds. ``facts``: ``ok`` (False when no bucket is occupied:
     then the edges of the bucket with the largest noisy count), ``visible_rows`` (the threshold) and
     ``rows`` (``N̂``); a threshold that is a sizeable share of ``N̂`` means thinly spread values
     (a column centred on 0 spreads over many small buckets) may lie outside the bounds.
@@ -58,8 +63,20 @@ def bounds_from_counts(edges: np.ndarray, noisy: np.ndarray, sigma: float, latti
     occupied = np.flatnonzero(c > need)
     ok = len(occupied) > 0
     i, j = (int(occupied[0]), int(occupied[-1])) if ok else (int(np.argmax(c)),) * 2
+    i, j = len(c) - 1 - _grow(c[::-1], len(c) - 1 - i, sigma), _grow(c, j, sigma)
     lo, hi = float(edges[i]), float(edges[j + 1])
     return lo, (hi - 1.0 if lattice else hi), {"ok": ok, "visible_rows": float(need), "rows": n_hat}
+
+
+def _grow(c: np.ndarray, j: int, sigma: float) -> int:
+    """Index ``j`` moved up over the adjacent buckets of ``c`` while 1, 2 or 4 of them stand out."""
+    while True:
+        for w in (1, 2, 4):
+            if j + w < len(c) and c[j + 1:j + 1 + w].sum() > EXTEND_SIGMAS * sigma * np.sqrt(w):
+                j += w
+                break
+        else:
+            return j
 
 
 def dp_bounds(session, col: ColumnSpec, rho: float) -> tuple[float, float, dict]:
