@@ -28,7 +28,7 @@ FLOAT_MIN_EXP = -10
 TAIL_SHARE = 0.001
 #: ... and stands out of the noise: the chance that any empty bucket of the grid passes is below this
 FALSE_BUCKET_RATE = 1e-3
-#: the bounds then grow into the adjacent 1, 2 or 4 buckets while their noisy sum exceeds this many σ
+#: the bounds then grow into the adjacent 1, 2, 4, 8 or 16 buckets while their noisy sum exceeds this many σ
 #: of its noise (a false step only loosens a bound by a few buckets next to the data)
 EXTEND_SIGMAS = 2.5
 
@@ -49,7 +49,7 @@ def bounds_from_counts(edges: np.ndarray, noisy: np.ndarray, sigma: float, latti
     total and ``z = Φ̄⁻¹(FALSE_BUCKET_RATE/B)`` over the grid's ``B`` buckets (so an empty bucket far
     out almost never widens the bounds). ``lo`` is the left edge of the lowest occupied bucket, ``hi``
     the right edge of the highest (minus 1 on integer grids: bounds are inclusive). Each bound then
-    grows outward by the next 1, 2 or 4 buckets (the first that passes) while their noisy sum exceeds
+    grows outward by the next 1, 2, 4, 8 or 16 buckets (the first that passes) while their noisy sum exceeds
     ``EXTEND_SIGMAS·σ·√w``: thin mass next to the data (a column near 0 spreads over many small
     buckets) is kept, a far empty bucket is not. Rows in thinner buckets outside are clipped to the bounds. ``facts``: ``ok`` (False when no bucket is occupied:
     then the edges of the bucket with the largest noisy count), ``visible_rows`` (the threshold) and
@@ -69,9 +69,9 @@ def bounds_from_counts(edges: np.ndarray, noisy: np.ndarray, sigma: float, latti
 
 
 def _grow(c: np.ndarray, j: int, sigma: float) -> int:
-    """Index ``j`` moved up over the adjacent buckets of ``c`` while 1, 2 or 4 of them stand out."""
+    """Index ``j`` moved up over the adjacent buckets of ``c`` while 1, 2, 4, 8 or 16 of them stand out."""
     while True:
-        for w in (1, 2, 4):
+        for w in (1, 2, 4, 8, 16):
             if j + w < len(c) and c[j + 1:j + 1 + w].sum() > EXTEND_SIGMAS * sigma * np.sqrt(w):
                 j += w
                 break
