@@ -295,3 +295,48 @@ def test_the_json_schema_accepts_dp_columns():
                 {"type": "float", "bounds": "yes"}):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate({"columns": {"x": bad}}, js)
+
+
+# ------------------------------------------------------------------------------- DP quantiles
+QUANT = {"columns": {"x": {"type": "float", "min": 0, "max": 500, "binning": "quantiles", "bins": 8},
+                     "y": {"type": "integer", "min": 0, "max": 999, "binning": "quantiles"}}}
+
+
+def _quantile_frame(n=5000, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"x": rng.lognormal(3.0, 1.0, n), "y": rng.integers(0, 1000, n)})
+
+
+@pytest.mark.parametrize("neighbour", NEIGHBOURS)
+def test_dp_quantiles_charge_the_gaussian_and_follow_the_data(neighbour):
+    df = _quantile_frame()
+    acc = Accountant(10.0, neighbour)
+    enc = TableEncoder(QUANT)
+    enc.fit(df, acc, 8.0, np.random.default_rng(0))
+    ledger = acc.to_dict()["ledger"]
+    l2 = 1.0 if neighbour == "add_remove" else math.sqrt(2.0)
+    assert [e["mechanism"] for e in ledger] == ["gaussian", "gaussian"]  # the grid is public: no tree
+    for e in ledger:
+        assert e["l2_sensitivity"] == pytest.approx(l2) and e["rho"] == pytest.approx(4.0)
+        assert recompute_rho(e) == pytest.approx(l2**2 / (2 * e["sigma"] ** 2), rel=1e-12)
+    edges = np.asarray(enc.report()["columns"]["x"]["edges"])
+    assert len(edges) == 9 and edges[0] == 0 and edges[-1] == 500
+    # at a large budget the inner edges sit at the data's octiles, within two cells of the grid
+    q = np.quantile(df["x"], np.arange(1, 8) / 8)
+    assert np.all(np.abs(edges[1:-1] - q) <= 2 * 500 / 256), (edges, q)
+    y_edges = np.asarray(enc.report()["columns"]["y"]["edges"])  # bins sized to rows and budget, capped
+    assert 2 <= len(y_edges) - 1 <= 64
+    again = TableEncoder(QUANT).fit(df, Accountant(10.0, neighbour), 8.0, np.random.default_rng(0))
+    assert again.report() == enc.report()  # same schema, data and seed: same edges
+
+
+def test_quantiles_schema_and_public_encoding():
+    s = Schema.from_dict(QUANT)
+    assert s["x"].dp_step == "quantiles" and not s["x"].adaptive and s["y"].adaptive and s.needs_dp
+    assert s.public_encoding()["x"].binning == "uniform"
+    dp = Schema.from_dict({"columns": {"z": {"type": "float", "bounds": "dp", "binning": "quantiles", "bins": 4}}})
+    assert dp["z"].with_bounds(-4.0, 4.0).binning == "quantiles"
+    jsonschema = pytest.importorskip("jsonschema")
+    js = json.loads((Path(__file__).parent.parent / "docs" / "schemas" / "schema.schema.json").read_text())
+    jsonschema.validate(QUANT, js)
+    jsonschema.validate(dp.to_dict(), js)

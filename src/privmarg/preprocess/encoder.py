@@ -34,7 +34,7 @@ from ..core import Domain, StructuralZero
 from ..privacy import Accountant, BudgetExceededError, gaussian_sigma, marginal_l2
 from ..schema import ColumnSpec, Schema, as_schema, value_key
 from ..schema.model import DATETIME_UNITS
-from .binning import bin_index, merge_leaves, privtree_edges, resolution_bins, uniform_edges
+from .binning import bin_index, merge_leaves, privtree_edges, quantile_grid, resolution_bins, uniform_edges
 from .bounds import GRID_MAX_EXP, dp_bounds
 from .discovery import discover_values
 from .merging import RARE_THRESHOLD, rare_categories
@@ -224,7 +224,7 @@ class TableEncoder:
         for col in self.schema:
             if col.numeric:
                 atoms = np.asarray(col.atoms, dtype=float)
-                if col.dp_step == "privtree" and col.adaptive:
+                if col.dp_step == "quantiles" or (col.dp_step == "privtree" and col.adaptive):
                     codec = _adaptive_codec(session, col, rho_col, rho_m, len(self.schema))
                     rows_seen.append(codec.rows_estimate)
                     codecs.append(codec)
@@ -259,7 +259,7 @@ class TableEncoder:
             self.resolution_bins_ = resolution_bins(self.rows_estimate_, len(self.schema), rho_m)
             b = self.resolution_bins_
             for c in codecs:
-                if c.n_main > 2 * b and not (c.spec.dp_step == "privtree" and c.spec.adaptive):
+                if c.n_main > 2 * b and not (c.spec.dp_step in ("privtree", "quantiles") and c.spec.adaptive):
                     self.warnings_.append(
                         f"column {c.spec.name!r} has {c.n_main} codes, but with about {self.rows_estimate_:.0f} "
                         f"rows and this budget a 2-way marginal resolves about {b:.0f} per column: its "
@@ -558,6 +558,9 @@ def _resolved(col: ColumnSpec, found: dict | None) -> ColumnSpec:
 
 def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, columns: int) -> ColumnCodec:
     """The default binning of a wide numeric column (issue #15); charges ``rho`` zCDP in two halves.
+    ``binning: quantiles`` skips step 1 (a public fine grid, :func:`~.binning.quantile_grid`, instead of
+    the PrivTree leaves; all its atoms kept) and spends the whole ``rho`` on step 2; it merges into
+    ``bins`` bins when given.
 
     1. PrivTree (``rho/2``, θ = 0, depth cap ``log2 bins``) splits the public range into leaves, finest
        where the data is dense; the atoms whose leaf reached the finest width keep codes of their own.
@@ -568,15 +571,21 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
        leaf within the bin in proportion to its noisy count, then a value uniformly within the leaf, so
        a wide tail bin does not spread its rows evenly up to the bound.
     """
-    leaves = privtree_edges(session, col.name, col, rho / 2)
-    atoms = _dense_atoms(col, leaves, np.asarray(col.atoms, dtype=float))
+    if col.binning == "quantiles":  # a public fine grid instead of the tree: the whole rho on its counts
+        leaves, atoms, rho_counts = quantile_grid(col), np.asarray(col.atoms, dtype=float), rho
+    else:
+        leaves = privtree_edges(session, col.name, col, rho / 2)
+        atoms, rho_counts = _dense_atoms(col, leaves, np.asarray(col.atoms, dtype=float)), rho / 2
     l2 = marginal_l2(session.neighbour)
-    sigma = gaussian_sigma(rho / 2, l2)
+    sigma = gaussian_sigma(rho_counts, l2)
     counts = session.range_histogram(col.name, leaves, atoms)
     noisy = session.gaussian(counts, sigma, l2, f"bin counts {col.name}", counts=True)
     leaf_w = np.maximum(noisy[:len(leaves) - 1], 0.0)
     rows = float(np.maximum(noisy, 0.0).sum())
-    group = merge_leaves(leaf_w, resolution_bins(rows, columns, rho_model))
+    target = resolution_bins(rows, columns, rho_model)
+    if col.binning == "quantiles":  # bins when given; the cap on the grid's merged cells otherwise
+        target = min(target, col.bins) if col.adaptive else col.bins
+    group = merge_leaves(leaf_w, target)
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
     edges = np.r_[leaves[starts], leaves[-1]]
     tot = np.bincount(group, weights=leaf_w)

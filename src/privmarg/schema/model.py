@@ -21,7 +21,9 @@ kept as their own value); ``description`` (free text). Categorical: ``values`` (
 ``"__other__"``), ``merge_rare`` (DP rare-category merging). Numeric and datetime: ``min``/``max``
 (inclusive public bounds; values outside are clipped), ``binning`` (``exact``: one code per value,
 integer and datetime columns only; ``uniform``: ``bins`` equal-width bins, free; ``privtree``: at most
-``bins`` adaptive bins, DP), ``bins`` and ``atoms`` (values coded exactly, apart from any bin, e.g. a
+``bins`` adaptive bins, DP; ``quantiles``: ``bins`` bins of about equal mass, DP quantiles of a noisy
+histogram over a fine public grid, or as many as a 2-way marginal resolves when ``bins`` is not
+given, see :func:`privmarg.preprocess.binning.quantile_grid`), ``bins`` and ``atoms`` (values coded exactly, apart from any bin, e.g. a
 point mass at 0 or at a bound; integer and float columns).
 
 Defaults (issue #15), all fixed by the schema alone: with neither ``binning`` nor ``bins``, an
@@ -70,7 +72,7 @@ __all__ = [
 ]
 
 TYPES = ("categorical", "integer", "float", "boolean", "datetime")
-BINNINGS = ("uniform", "privtree", "exact")
+BINNINGS = ("uniform", "privtree", "exact", "quantiles")
 #: uniform bins when ``binning: uniform`` is asked for without ``bins``
 DEFAULT_BINS = 32
 #: cap on the number of PrivTree bins when ``bins`` is not given (the tree stops earlier where data is thin)
@@ -159,9 +161,9 @@ class ColumnSpec:
 
     @property
     def dp_step(self) -> str | None:
-        """The DP preprocessing step this column asks for: ``"privtree"``, ``"merge"`` or None."""
-        if self.numeric and self.binning == "privtree":
-            return "privtree"
+        """The DP preprocessing step this column asks for: ``"privtree"``, ``"quantiles"``, ``"merge"`` or None."""
+        if self.numeric and self.binning in ("privtree", "quantiles"):
+            return self.binning
         if self.type == "categorical" and self.merge_rare:
             return "merge"
         return None
@@ -369,7 +371,7 @@ def _parse_column(name: str, spec: Any) -> ColumnSpec:
             raise bad(f"binning must be one of {', '.join(BINNINGS)}, got {binning!r}")
         if binning == "exact" and not lattice:
             raise bad("exact binning is for integer and datetime columns (a float column needs bins)")
-        bins = spec.get("bins", DEFAULT_ADAPTIVE_BINS if binning == "privtree" else DEFAULT_BINS)
+        bins = spec.get("bins", DEFAULT_ADAPTIVE_BINS if binning in ("privtree", "quantiles") else DEFAULT_BINS)
         if not isinstance(bins, numbers.Integral) or isinstance(bins, bool) or bins < 1:
             raise bad(f"bins must be a positive integer, got {bins!r}")
         if binning == "privtree" and bins < 2:
@@ -397,7 +399,7 @@ def _parse_column(name: str, spec: Any) -> ColumnSpec:
         if lattice and binning == "uniform" and n_values <= bins:
             atoms = ()  # one bin per value already
         kw.update(min=lo, max=hi, lo=num_lo, hi=num_hi, bins=int(bins), binning=binning, atoms=atoms,
-                  adaptive=binning == "privtree" and "bins" not in spec)
+                  adaptive=binning in ("privtree", "quantiles") and "bins" not in spec)
     col = ColumnSpec(**kw)
     if col.base_size > MAX_COLUMN_VALUES:
         raise bad(f"{col.base_size} values would exceed memory (at most {MAX_COLUMN_VALUES})")
@@ -411,10 +413,10 @@ def _dp_bounds_keys(spec: Mapping, typ: str, bad) -> dict:
     if "min" in spec or "max" in spec:
         raise bad("\"bounds\": \"dp\" replaces min and max: give one or the other")
     binning = spec.get("binning")
-    if binning not in (None, "uniform", "privtree"):
-        raise bad(f"with \"bounds\": \"dp\" binning must be uniform or privtree (exact needs public bounds), "
+    if binning not in (None, "uniform", "privtree", "quantiles"):
+        raise bad(f"with \"bounds\": \"dp\" binning must be uniform, privtree or quantiles (exact needs public bounds), "
                   f"got {binning!r}")
-    bins = spec.get("bins", DEFAULT_ADAPTIVE_BINS if binning in (None, "privtree") and "bins" not in spec
+    bins = spec.get("bins", DEFAULT_ADAPTIVE_BINS if binning in (None, "privtree", "quantiles") and "bins" not in spec
                     else DEFAULT_BINS)
     if not isinstance(bins, numbers.Integral) or isinstance(bins, bool) or bins < 1:
         raise bad(f"bins must be a positive integer, got {bins!r}")
@@ -432,7 +434,7 @@ def _dp_bounds_keys(spec: Mapping, typ: str, bad) -> dict:
         atoms = tuple(sorted({float(a) for a in atoms}))
         given.append(("atoms", atoms))
     return dict(dp_bounds=True, binning=eff, bins=int(bins), atoms=atoms, given=tuple(given),
-                adaptive=eff == "privtree" and "bins" not in spec)
+                adaptive=eff in ("privtree", "quantiles") and "bins" not in spec)
 
 
 def _timestamp_units(t: pd.Timestamp, step_ns: int) -> float:
@@ -513,7 +515,7 @@ class Schema:
         return {c.name: c.dtype() for c in self.columns}
 
     def public_encoding(self) -> "Schema":
-        """This schema with its DP steps replaced by public ones (PrivTree → uniform bins on the same
+        """This schema with its DP steps replaced by public ones (PrivTree, DP quantiles → uniform bins on the same
         bounds and bin count, no rare-category merging): an encoding fixed by the schema alone, for
         comparing tables (evaluation), never for a release. A column with DP bounds or values has no
         public encoding: :class:`SchemaError` (use the resolved schema of a run's report instead)."""
@@ -524,7 +526,7 @@ class Schema:
         spec = self.to_dict()
         for col in spec["columns"].values():
             col.pop("merge_rare", None)
-            if col.get("binning") == "privtree":
+            if col.get("binning") in ("privtree", "quantiles"):
                 col["binning"] = "uniform"
         spec.pop("draft", None)
         return Schema.from_dict(spec, source=self.source)
