@@ -22,6 +22,7 @@ from privmarg.preprocess.discovery import discover_values
 from privmarg.privacy import (NEIGHBOURS, Accountant, BudgetExceededError, cdp_eps, cdp_rho, recompute_delta,
                               recompute_rho)
 from privmarg.privacy.discovery import threshold_delta, threshold_for
+from privmarg.privacy.discrete import discrete_gaussian, discrete_gaussian_pmf
 from privmarg.schema import Schema, SchemaError, draft_schema
 
 DP_SCHEMA = {"columns": {
@@ -45,10 +46,11 @@ def _frame(n=2000, seed=0) -> pd.DataFrame:
     })
 
 
-def _session(df, schema, accountant, seed=0):
+def _session(df, schema, accountant, seed=0, noise="continuous"):
     enc = TableEncoder(schema)
     cols = enc._prepare(df)
-    return MeasurementSession(ColumnCounts(cols, len(df)), accountant, np.random.default_rng(seed), cache=False)
+    return MeasurementSession(ColumnCounts(cols, len(df)), accountant, np.random.default_rng(seed), cache=False,
+                              noise=noise)
 
 
 class _Unreadable:
@@ -135,23 +137,35 @@ def test_threshold_delta_is_the_gaussian_tail():
     rng = np.random.default_rng(0)  # a key with count 1 passes tau at exactly that rate
     rate = np.mean(1.0 + rng.normal(0, sigma, 400_000) > tau)
     assert rate == pytest.approx(norm.sf(3.0), rel=0.05)
+    draws = discrete_gaussian(sigma, 400_000, rng)  # the discrete tail likewise
+    t = threshold_for(sigma, 1e-3, 1, discrete=True)
+    assert np.mean(1 + draws > t) == pytest.approx(threshold_delta(sigma, t, 1, discrete=True), rel=0.1)
     for keys in (1, 2):
         t = threshold_for(sigma, 1e-9, keys)
         assert threshold_delta(sigma, t, keys) <= 1e-9
         assert threshold_delta(sigma, t, keys) == pytest.approx(1e-9, rel=1e-6)
 
 
+@pytest.mark.parametrize("noise", ["continuous", "discrete"])
 @pytest.mark.parametrize("neighbour", NEIGHBOURS)
-def test_discovery_charges_rho_and_delta_in_closed_form(neighbour):
+def test_discovery_charges_rho_and_delta_in_closed_form(neighbour, noise):
     df = _frame(5000)
     acc = Accountant(10.0, neighbour, epsilon=10.0, delta=1e-6, delta_budget=1e-7)
-    session = _session(df, DP_SCHEMA, acc)
+    session = _session(df, DP_SCHEMA, acc, noise=noise)
     values, facts = discover_values(session, Schema.from_dict(DP_SCHEMA)["city"], 0.5, 1e-7)
     (e,) = acc.to_dict()["ledger"]
     l2, keys = (1.0, 1) if neighbour == "add_remove" else (math.sqrt(2.0), 2)
-    assert e["mechanism"] == "gaussian_threshold" and e["keys_at_risk"] == keys
+    assert e["keys_at_risk"] == keys
     assert e["rho"] == pytest.approx(l2**2 / (2 * e["sigma"] ** 2), rel=1e-12) == pytest.approx(0.5)
-    assert e["approx_delta"] == pytest.approx(keys * norm.sf((e["threshold"] - 1) / e["sigma"]), rel=1e-9)
+    if noise == "continuous":
+        assert e["mechanism"] == "gaussian_threshold"
+        assert e["approx_delta"] == pytest.approx(keys * norm.sf((e["threshold"] - 1) / e["sigma"]), rel=1e-9)
+    else:  # half-integer threshold, the discrete Gaussian's tail: P(Z >= m), m = threshold - 1/2
+        assert e["mechanism"] == "discrete_gaussian_threshold" and e["threshold"] % 1 == 0.5
+        m = int(e["threshold"] - 0.5)
+        z = np.arange(m, m + 200)
+        assert e["approx_delta"] == pytest.approx(keys * discrete_gaussian_pmf(e["sigma"], z).sum(), rel=1e-9)
+        assert keys * discrete_gaussian_pmf(e["sigma"], z - 1).sum() > 1e-7  # the least such threshold
     assert e["approx_delta"] <= 1e-7 and acc.delta_spent == e["approx_delta"]
     assert recompute_rho(e) == pytest.approx(e["rho"], rel=1e-12)
     assert recompute_delta(e) == pytest.approx(e["approx_delta"], rel=1e-12)
@@ -247,15 +261,15 @@ def test_a_run_reports_the_delta_it_spent(tmp_path):
     assert set(saved.sample(100, seed=1)["city"]) <= set(FREQUENT) | {"__other__"}
 
 
-@pytest.mark.parametrize("method", ["aim", "mst"])
-def test_cli_fit_with_dp_columns_decodes_to_valid_values(tmp_path: Path, method):
+@pytest.mark.parametrize("method,noise", [("aim", "continuous"), ("mst", "discrete")])
+def test_cli_fit_with_dp_columns_decodes_to_valid_values(tmp_path: Path, method, noise):
     df = _frame(1200, seed=3)
     data, schema = tmp_path / "t.csv", tmp_path / "s.json"
     df.to_csv(data, index=False)
     schema.write_text(json.dumps(DP_SCHEMA))
     out, report = tmp_path / "o.csv", tmp_path / "r.json"
     r = CliRunner().invoke(app, ["synth", str(data), "--schema", str(schema), "--method", method, "--epsilon", "4",
-                                 "--delta", "1e-6", "--seed", "1", "--workload", "all-2way", "-o", str(out),
+                                 "--delta", "1e-6", "--seed", "1", "--workload", "all-2way", "--noise", noise, "-o", str(out),
                                  "--report", str(report)])
     assert r.exit_code == 0, r.output
     assert "on DP value discovery" in r.output
@@ -271,6 +285,7 @@ def test_cli_fit_with_dp_columns_decodes_to_valid_values(tmp_path: Path, method)
     assert "only-once" not in found["city"]["values"]
     led = rep["privacy"]["ledger"]
     assert all(recompute_rho(e) == pytest.approx(e["rho"], rel=1e-9) for e in led)
+    assert [e["mechanism"] for e in led].count(("discrete_" if noise == "discrete" else "") + "gaussian_threshold") == 1
     assert rep["privacy"]["delta_spent"] == pytest.approx(sum(recompute_delta(e) for e in led), rel=1e-12)
 
 

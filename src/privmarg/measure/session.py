@@ -210,7 +210,8 @@ class MeasurementSession:
         count plus ``N(0, σ²)`` exceeds ``threshold`` (rows), with those noisy counts; charges
         ``Δ₂²/(2σ²)`` zCDP and its δ (see :func:`privmarg.privacy.discovery.gaussian_threshold`)."""
         keys, counts = self.source.value_counts(column)
-        kept, noisy = gaussian_threshold(self.accountant, counts, sigma, l2_sensitivity, threshold, self.rng, what)
+        kept, noisy = gaussian_threshold(self.accountant, counts, sigma, l2_sensitivity, threshold, self.rng, what,
+                                         discrete=self.noise == "discrete")
         return keys[kept], noisy
 
     def privtree(self, column: str, lo: float, hi: float, *, lattice: bool, max_depth: int, rho: float,

@@ -53,7 +53,7 @@ def discover_values(session, col: ColumnSpec, rho: float, delta: float) -> tuple
         raise ValueError(f"DP value discovery needs a positive budget, got rho={rho!r}")
     l2 = marginal_l2(session.neighbour)
     sigma = gaussian_sigma(rho, l2)
-    tau = threshold_for(sigma, delta, keys_at_risk(session.neighbour))
+    tau = threshold_for(sigma, delta, keys_at_risk(session.neighbour), discrete=session.noise == "discrete")
     keys, noisy = session.frequent_values(col.name, sigma, l2, tau, f"DP values {col.name}")
     top = np.lexsort((np.asarray(keys, dtype=str), -noisy))[:col.max_values] if len(keys) else np.array([], int)
     values = [key_value(str(keys[i])) for i in top]

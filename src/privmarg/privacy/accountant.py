@@ -90,7 +90,8 @@ class Charge:
 def recompute_rho(entry: dict) -> float:
     """zCDP cost of one ledger entry (as in a JSON report) from its calibration parameters."""
     mech = entry["mechanism"]
-    if mech in ("gaussian", "discrete_gaussian", "gaussian_threshold"):  # same zCDP cost (CKS 2020, Thm 4)
+    if mech in ("gaussian", "discrete_gaussian", "gaussian_threshold", "discrete_gaussian_threshold"):
+        # the same zCDP cost for the continuous and the discrete Gaussian (CKS 2020, Thm 4)
         return entry["l2_sensitivity"] ** 2 / (2.0 * entry["sigma"] ** 2)
     if mech == "exponential":
         return entry["epsilon"] ** 2 / 8.0
@@ -124,11 +125,13 @@ def recompute_delta(entry: dict) -> float:
 
     ``gaussian_threshold`` (DP key discovery, :mod:`privmarg.privacy.discovery`): each of the
     ``keys_at_risk`` keys present in only one of two neighbouring tables has count 1 there and is
-    released with probability ``P(1 + N(0, σ²) > τ)``, so ``δ = keys_at_risk · Φ̄((τ − 1)/σ)``."""
-    if entry["mechanism"] == "gaussian_threshold":
+    released with probability ``P(1 + N(0, σ²) > τ)``, so ``δ = keys_at_risk · Φ̄((τ − 1)/σ)``
+    (``discrete_gaussian_threshold``: the discrete Gaussian's tail instead)."""
+    if entry["mechanism"] in ("gaussian_threshold", "discrete_gaussian_threshold"):
         from .discovery import threshold_delta
 
-        return threshold_delta(entry["sigma"], entry["threshold"], entry["keys_at_risk"])
+        return threshold_delta(entry["sigma"], entry["threshold"], entry["keys_at_risk"],
+                               discrete=entry["mechanism"] == "discrete_gaussian_threshold")
     return 0.0
 
 
