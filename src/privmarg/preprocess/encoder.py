@@ -9,6 +9,9 @@ the schema asks for them, by DP preprocessing steps charged to the caller's acco
 * categorical columns: the public value list (+ a reserved "other" value when ``other: true``),
   optionally with DP rare-category merging;
 * ``missing: true`` columns: nulls are one more value, the last code.
+* ``"bounds": "dp"`` / ``"values": "dp"`` columns (:mod:`.bounds`, :mod:`.discovery`): DP bounds or
+  values first, then the column as if the schema had stated them (:attr:`TableEncoder.schema`);
+  ``binning: quantiles``: DP quantile bins from a fine public grid.
 
 Codes of a column: its bins / kept values in order, then its atoms or the merged-rare group (if any),
 then missing. Decoding returns atoms exactly, draws other numeric values within their bin (uniformly;
@@ -133,8 +136,9 @@ class TableEncoder:
         """Fix the encoding: public steps from the schema; DP steps (if asked for) from ``df``, charged
         exactly ``rho_budget`` zCDP (less only when DP bounds make every later binning step free: the
         rest is left to the caller), and for ``"values": "dp"`` columns the δ the accountant has left in
-        its ``delta_budget``, split equally over them. ``rho_model``: the zCDP the synthesizer will spend afterwards (default
-        ``9·rho_budget``, the 10% preprocessing share), which sizes adaptive PrivTree bins. ``noise``:
+        its ``delta_budget``, split equally over them. DP bounds and values come first (an equal share
+        each); the rest is split equally over the binning and merging steps that remain. ``rho_model``:
+        the zCDP the synthesizer will spend afterwards (default ``9·rho_budget``, the 10% preprocessing share), which sizes adaptive PrivTree bins. ``noise``:
         ``"continuous"`` or ``"discrete"`` noise for the DP steps (see MeasurementSession)."""
         self.schema = self.given_schema
         self._fit(df, accountant, rho_budget, rng, rho_model=rho_model, noise=noise)
@@ -158,12 +162,11 @@ class TableEncoder:
         self.rho_spent_ = 0.0
         if dp_cols:
             if df is None:
-                raise ValueError("the schema asks for DP preprocessing (privtree binning, merge_rare, DP bounds or "
-                             "values): "
-                                 "fit needs the data, an accountant and a budget")
+                raise ValueError("the schema asks for DP preprocessing (privtree or quantile bins, merge_rare, DP "
+                                 "bounds or values): fit needs the data, an accountant and a budget")
             if accountant is None or rng is None or not (rho_budget > 0 and math.isfinite(rho_budget)):
-                raise ValueError("DP preprocessing (privtree, merge_rare, DP bounds or values) needs an accountant, a "
-                                 f"generator and a positive budget, got rho_budget={rho_budget!r}")
+                raise ValueError("DP preprocessing (privtree or quantile bins, merge_rare, DP bounds or values) needs "
+                                 f"an accountant, a generator and a positive budget, got rho_budget={rho_budget!r}")
             if not accountant.can_afford(rho_budget):
                 raise BudgetExceededError(
                     f"preprocessing budget rho={rho_budget:.6g} exceeds what the accountant has left "
