@@ -269,7 +269,8 @@ def test_cli_fit_with_dp_columns_decodes_to_valid_values(tmp_path: Path, method,
     schema.write_text(json.dumps(DP_SCHEMA))
     out, report = tmp_path / "o.csv", tmp_path / "r.json"
     r = CliRunner().invoke(app, ["synth", str(data), "--schema", str(schema), "--method", method, "--epsilon", "4",
-                                 "--delta", "1e-6", "--seed", "1", "--workload", "all-2way", "--noise", noise, "-o", str(out),
+                                 "--delta", "1e-6", "--seed", "1", "--workload", "all-2way", "--noise", noise,
+                                 "-o", str(out),
                                  "--report", str(report)])
     assert r.exit_code == 0, r.output
     assert "on DP value discovery" in r.output

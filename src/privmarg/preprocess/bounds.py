@@ -2,9 +2,9 @@
 
 A public, data-independent grid of signed powers of two (:func:`bounds_grid`) is counted through the
 preprocessing session with the Gaussian mechanism (one row lies in one bucket: Δ₂ = 1 add/remove, √2
-replace-one; plain zCDP, no δ); the bounds are then read off the noisy counts as low and high
-the outermost clearly occupied buckets (:func:`bounds_from_counts`, free post-processing). The bounds are bucket edges, so they
-are loose by up to a factor of two; the column's bins (PrivTree by default) then adapt within them.
+replace-one; plain zCDP, no δ); the bounds are then the edges of the outermost buckets that clearly
+stand out of the noise (:func:`bounds_from_counts`, free post-processing). They are bucket edges, so
+up to a factor of two looser than the data; the column's bins (PrivTree by default) adapt within them.
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ def bounds_from_counts(edges: np.ndarray, noisy: np.ndarray, sigma: float, latti
     total and ``z = Φ̄⁻¹(FALSE_BUCKET_RATE/B)`` over the grid's ``B`` buckets (so an empty bucket far
     out almost never widens the bounds). ``lo`` is the left edge of the lowest occupied bucket, ``hi``
     the right edge of the highest (minus 1 on integer grids: bounds are inclusive). Each bound then
-    grows outward by the next 1, 2, 4, 8 or 16 buckets (the first that passes) while their noisy sum exceeds
-    ``EXTEND_SIGMAS·σ·√w``: thin mass next to the data (a column near 0 spreads over many small
-    buckets) is kept, a far empty bucket is not. Rows in thinner buckets outside are clipped to the bounds. ``facts``: ``ok`` (False when no bucket is occupied:
-    then the edges of the bucket with the largest noisy count), ``visible_rows`` (the threshold) and
-    ``rows`` (``N̂``); a threshold that is a sizeable share of ``N̂`` means thinly spread values
-    (a column centred on 0 spreads over many small buckets) may lie outside the bounds.
+    grows outward by the next ``w`` = 1, 2, 4, 8 or 16 buckets (the first that passes) while their
+    noisy sum exceeds ``EXTEND_SIGMAS·σ·√w``: thin mass next to the data (a column near 0 spreads over
+    many small buckets) is kept, a far empty bucket is not. Rows outside are clipped to the bounds.
+    ``facts``: ``ok`` (False when no bucket is occupied: then the bucket with the largest noisy count
+    seeds the bounds), ``visible_rows`` (the threshold) and ``rows`` (``N̂``); a threshold that is a
+    sizeable share of ``N̂`` means thinly spread values may lie outside the bounds.
     """
     c = np.asarray(noisy, dtype=float)
     n_hat = max(float(c.sum()), 0.0)

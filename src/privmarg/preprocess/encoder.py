@@ -138,8 +138,9 @@ class TableEncoder:
         rest is left to the caller), and for ``"values": "dp"`` columns the δ the accountant has left in
         its ``delta_budget``, split equally over them. DP bounds and values come first (an equal share
         each); the rest is split equally over the binning and merging steps that remain. ``rho_model``:
-        the zCDP the synthesizer will spend afterwards (default ``9·rho_budget``, the 10% preprocessing share), which sizes adaptive PrivTree bins. ``noise``:
-        ``"continuous"`` or ``"discrete"`` noise for the DP steps (see MeasurementSession)."""
+        the zCDP the synthesizer will spend afterwards (default ``9·rho_budget``, the 10% preprocessing
+        share), which sizes adaptive PrivTree bins. ``noise``: ``"continuous"`` or ``"discrete"`` noise
+        for the DP steps (see MeasurementSession)."""
         self.schema = self.given_schema
         self._fit(df, accountant, rho_budget, rng, rho_model=rho_model, noise=noise)
         return self

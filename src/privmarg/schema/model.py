@@ -21,10 +21,10 @@ kept as their own value); ``description`` (free text). Categorical: ``values`` (
 ``"__other__"``), ``merge_rare`` (DP rare-category merging). Numeric and datetime: ``min``/``max``
 (inclusive public bounds; values outside are clipped), ``binning`` (``exact``: one code per value,
 integer and datetime columns only; ``uniform``: ``bins`` equal-width bins, free; ``privtree``: at most
-``bins`` adaptive bins, DP; ``quantiles``: ``bins`` bins of about equal mass, DP quantiles of a noisy
-histogram over a fine public grid, or as many as a 2-way marginal resolves when ``bins`` is not
-given, see :func:`privmarg.preprocess.binning.quantile_grid`), ``bins`` and ``atoms`` (values coded exactly, apart from any bin, e.g. a
-point mass at 0 or at a bound; integer and float columns).
+``bins`` adaptive bins, DP; ``quantiles``: ``bins`` bins of about equal mass, DP quantiles of a
+noisy histogram over a fine public grid, or as many as a 2-way marginal resolves when ``bins`` is
+not given, see :func:`privmarg.preprocess.binning.quantile_grid`), ``bins`` and ``atoms`` (values
+coded exactly, apart from any bin, e.g. a point mass at 0 or at a bound; integer and float columns).
 
 Defaults (issue #15), all fixed by the schema alone: with neither ``binning`` nor ``bins``, an
 integer/datetime column with at most :data:`EXACT_MAX_VALUES` values is kept ``exact``; any other
@@ -414,8 +414,8 @@ def _dp_bounds_keys(spec: Mapping, typ: str, bad) -> dict:
         raise bad("\"bounds\": \"dp\" replaces min and max: give one or the other")
     binning = spec.get("binning")
     if binning not in (None, "uniform", "privtree", "quantiles"):
-        raise bad(f"with \"bounds\": \"dp\" binning must be uniform, privtree or quantiles (exact needs public bounds), "
-                  f"got {binning!r}")
+        raise bad(f"with \"bounds\": \"dp\" binning must be uniform, privtree or quantiles (exact needs public "
+                  f"bounds), got {binning!r}")
     bins = spec.get("bins", DEFAULT_ADAPTIVE_BINS if binning in (None, "privtree", "quantiles") and "bins" not in spec
                     else DEFAULT_BINS)
     if not isinstance(bins, numbers.Integral) or isinstance(bins, bool) or bins < 1:
