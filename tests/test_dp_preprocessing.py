@@ -356,3 +356,19 @@ def test_quantiles_schema_and_public_encoding():
     js = json.loads((Path(__file__).parent.parent / "docs" / "schemas" / "schema.schema.json").read_text())
     jsonschema.validate(QUANT, js)
     jsonschema.validate(dp.to_dict(), js)
+
+
+def test_each_dp_step_refuses_an_unaffordable_charge_and_records_nothing():
+    df = _frame(300)
+    s = Schema.from_dict(DP_SCHEMA)
+    acc = Accountant(0.1, "add_remove", epsilon=1.0, delta=1e-6, delta_budget=1e-9)
+    session = _session(df, DP_SCHEMA, acc)
+    with pytest.raises(BudgetExceededError):  # bounds: rho beyond the budget
+        dp_bounds(session, s["age"], 0.2)
+    with pytest.raises(BudgetExceededError):  # discovery: delta beyond the reserve
+        discover_values(session, s["city"], 0.01, 2e-9)
+    with pytest.raises(BudgetExceededError):  # discovery: rho beyond the budget
+        discover_values(session, s["city"], 0.2, 1e-9)
+    with pytest.raises(BudgetExceededError):  # quantile bins: the encoder's share beyond the budget
+        TableEncoder(QUANT).fit(_Unreadable(), acc, 0.2, np.random.default_rng(0))
+    assert acc.ledger == () and acc.rho_spent == 0 and acc.delta_spent == 0
