@@ -124,6 +124,7 @@ class Synthesizer(Released):
         rho_given = self.rho is not None
         schema = as_schema(domain) if domain is not None and not isinstance(domain, Domain) else None
         delta_disc = 0.0
+        self.rho_total = self._calibrate()  # the target's, whatever an earlier failed fit set
         if schema is not None and schema.needs_delta:  # DP value discovery spends part of delta
             if rho_given:
                 raise ValueError("the schema asks for DP value discovery (\"values\": \"dp\"), which spends part of "
