@@ -151,6 +151,7 @@ class Synthesizer(Released):
             source = MemorySource(self.encoder_.fit_encode(frame, accountant, rho_pre, noise_rng,
                                                            rho_model=self.rho_total - rho_pre,
                                                            noise=self.noise))
+            self.schema_ = self.encoder_.schema  # with any DP bounds and values filled in (as a saved model's)
             if raw_zeros:
                 zeros = ([z for z in zeros if isinstance(z, StructuralZero)]
                          + self.encoder_.structural_zeros(raw_zeros))
