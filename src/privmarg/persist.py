@@ -377,7 +377,7 @@ def _build(info: dict, arrays: dict, path: Path) -> SavedSynthesizer:
         if encoder.domain != domain:
             raise ValueError("the encoder's domain differs from the saved domain")
     p = info["privacy"]
-    acc = Accountant(p["rho_total"], p["neighbour"], p.get("epsilon"), p.get("delta"))
+    acc = Accountant(p["rho_total"], p["neighbour"], p.get("epsilon"), p.get("delta"), p.get("delta_budget", 0.0))
     for e in p["ledger"]:
         acc.charge(e["rho"], e["what"], e["mechanism"],
                    **{k: v for k, v in e.items() if k not in ("what", "mechanism", "rho")})

@@ -25,7 +25,7 @@ log = logging.getLogger("privmarg")
 from .core.zeros import check_zeros
 from .data import DataError, Dataset, MarginalSource, MemorySource, read_table
 from .measure import MeasurementSession
-from .privacy import Accountant, cdp_rho, check_neighbour, check_noise, noise_rngs, preprocess_budget
+from .privacy import Accountant, cdp_rho, check_neighbour, check_noise, discovery_delta, noise_rngs, preprocess_budget
 from .release import Released
 from .select.base import Context, Selection
 
@@ -122,10 +122,18 @@ class Synthesizer(Released):
                                "create a new one")
         t0 = time.perf_counter()
         rho_given = self.rho is not None
-        accountant = Accountant(self.rho_total, self.neighbour, None if rho_given else self.epsilon,
-                                None if rho_given else self.delta)
-        noise_rng, sample_rng = noise_rngs(self.seed)
         schema = as_schema(domain) if domain is not None and not isinstance(domain, Domain) else None
+        delta_disc = 0.0
+        self.rho_total = self._calibrate()  # the target's, whatever an earlier failed fit set
+        if schema is not None and schema.needs_delta:  # DP value discovery spends part of delta
+            if rho_given:
+                raise ValueError("the schema asks for DP value discovery (\"values\": \"dp\"), which spends part of "
+                                 "delta: give epsilon and delta, not rho")
+            delta_disc = discovery_delta(self.delta, True)
+            self.rho_total = cdp_rho(self.epsilon, self.delta - delta_disc)
+        accountant = Accountant(self.rho_total, self.neighbour, None if rho_given else self.epsilon,
+                                None if rho_given else self.delta, delta_budget=delta_disc)
+        noise_rng, sample_rng = noise_rngs(self.seed)
         self.schema_, self.encoder_ = schema, None
         if schema is not None:
             from .preprocess import TableEncoder
@@ -143,6 +151,7 @@ class Synthesizer(Released):
             source = MemorySource(self.encoder_.fit_encode(frame, accountant, rho_pre, noise_rng,
                                                            rho_model=self.rho_total - rho_pre,
                                                            noise=self.noise))
+            self.schema_ = self.encoder_.schema  # with any DP bounds and values filled in (as a saved model's)
             if raw_zeros:
                 zeros = ([z for z in zeros if isinstance(z, StructuralZero)]
                          + self.encoder_.structural_zeros(raw_zeros))

@@ -9,6 +9,7 @@ import typer
 from ..data import DataError, read_table
 from ..io import write_json, write_text
 from ..schema import DRAFT_WARNING, draft_schema
+from ..schema.draft import DP_DRAFT_WARNING
 from .common import UsageProblem, check_outputs, err, fail, one_line
 
 schema_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -19,6 +20,9 @@ schema_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup
 def schema_draft(
     input: Path = typer.Argument(..., help="CSV or Parquet table (raw values)"),
     output: Path = typer.Option(..., "--output", "-o", help="schema file to write (.json, .yaml or .yml)"),
+    dp: bool = typer.Option(False, "--dp", help='no bounds or category lists: numeric columns get "bounds": "dp", '
+                            'categorical ones "values": "dp" (found by DP steps at fit time; the types still '
+                            'come from the data)'),
 ) -> None:
     """Write a starting schema read off INPUT. Its bounds and categories come from the PRIVATE data:
     replace them with public knowledge before any release."""
@@ -26,7 +30,7 @@ def schema_draft(
         if not str(output).lower().endswith((".json", ".yaml", ".yml")):
             raise UsageProblem(f"{output}: the schema must end in .json, .yaml or .yml")
         check_outputs({"--output": output}, {"INPUT": input})
-        spec, notes = draft_schema(read_table(input))
+        spec, notes = draft_schema(read_table(input), dp=dp)
         if str(output).lower().endswith((".yaml", ".yml")):
             try:
                 import yaml
@@ -42,7 +46,8 @@ def schema_draft(
     err.print(f"wrote a draft schema for {len(spec['columns'])} column(s) to {output}", highlight=False)
     for note in notes:
         err.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
-    err.print(f"[bold yellow]WARNING:[/] {DRAFT_WARNING}", highlight=False, soft_wrap=True)
+    err.print(f"[bold yellow]WARNING:[/] {DP_DRAFT_WARNING if dp else DRAFT_WARNING}", highlight=False,
+              soft_wrap=True)
 
 
 

@@ -138,6 +138,14 @@ class ColumnCounts:
         codes = np.asarray(self._cols[name])
         return np.bincount(codes[codes >= 0], minlength=k).astype(float)
 
+    def value_counts(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct value keys of column ``name`` (strings; None = missing, not counted), sorted,
+        and their counts (for a charged key discovery)."""
+        x = np.asarray(self._cols[name], dtype=object)
+        x = x[x != None].astype(str)  # noqa: E711 (elementwise)
+        keys, counts = np.unique(x, return_counts=True)
+        return keys, counts.astype(float)
+
     def range_counter(self, name: str):
         """``count(left, right, closed)``: the number of values in ``[left, right)`` (``]`` if closed)."""
         xs = self._sorted.get(name)

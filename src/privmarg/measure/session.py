@@ -29,6 +29,7 @@ from ..privacy import (
     gumbel_top_q,
     marginal_l2,
 )
+from ..privacy.discovery import gaussian_threshold
 from ..privacy.dpsgd import DPSGDPhase, clipped_sum, dp_sgd_phase
 from ..privacy.privtree import privtree_split
 
@@ -202,6 +203,16 @@ class MeasurementSession:
             j = np.clip(np.searchsorted(edges, points, side="right") - 1, 0, last)
             np.subtract.at(bins, j, at)
         return np.concatenate([bins, at])
+
+    def frequent_values(self, column: str, sigma: float, l2_sensitivity: float, threshold: float,
+                        what: str) -> tuple[np.ndarray, np.ndarray]:
+        """DP discovery of the values (keys) of a raw column that nobody lists publicly: the keys whose
+        count plus ``N(0, σ²)`` exceeds ``threshold`` (rows), with those noisy counts; charges
+        ``Δ₂²/(2σ²)`` zCDP and its δ (see :func:`privmarg.privacy.discovery.gaussian_threshold`)."""
+        keys, counts = self.source.value_counts(column)
+        kept, noisy = gaussian_threshold(self.accountant, counts, sigma, l2_sensitivity, threshold, self.rng, what,
+                                         discrete=self.noise == "discrete")
+        return keys[kept], noisy
 
     def privtree(self, column: str, lo: float, hi: float, *, lattice: bool, max_depth: int, rho: float,
                  what: str, threshold: float = 0.0) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Preprocessing raw tables for the marginal mechanisms (issue #6, SPEC §9).
 
 :class:`TableEncoder` validates a raw mixed-type table against a public schema, discretises it
-(uniform bins: free; PrivTree bins and rare-category merging: DP, charged to the caller's accountant)
+(uniform bins: free; PrivTree and quantile bins, rare-category merging, DP bounds and values: DP,
+charged to the caller's accountant)
 and decodes synthetic codes back to the schema's types.
 """
 

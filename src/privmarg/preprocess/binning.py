@@ -18,7 +18,10 @@ from ..privacy.privtree import PRIVTREE_FANOUT, privtree_parameters
 from ..schema import ColumnSpec
 
 __all__ = ["uniform_edges", "bin_index", "privtree_edges", "privtree_parameters", "PRIVTREE_FANOUT",
-           "resolution_bins", "merge_leaves"]
+           "resolution_bins", "merge_leaves", "quantile_grid", "QUANTILE_CELLS"]
+
+#: ``binning: quantiles``: cells of the fine public grid whose noisy counts give the quantiles
+QUANTILE_CELLS = 256
 
 
 def uniform_edges(col: ColumnSpec) -> np.ndarray:
@@ -81,3 +84,16 @@ def merge_leaves(weights: np.ndarray, bins: float) -> np.ndarray:
     mid = np.cumsum(c) - c / 2
     g = np.minimum(b - 1, np.floor(mid * b / total)).astype(np.int64)
     return np.unique(g, return_inverse=True)[1].astype(np.int64)
+
+
+def quantile_grid(col: ColumnSpec) -> np.ndarray:
+    """The fine public grid of ``binning: quantiles`` (fixed by the bounds alone): :data:`QUANTILE_CELLS`
+    equal-width cells on ``[min, max]``, or one cell per value on a lattice column with fewer values.
+    Its noisy cell counts (Gaussian, one row in one cell) are merged by :func:`merge_leaves` into bins
+    of about equal noisy mass: DP quantiles."""
+    lo, hi = col.lo, col.hi
+    if col.lattice:
+        if hi - lo + 1 <= QUANTILE_CELLS:
+            return np.arange(lo, hi + 2, dtype=float)
+        return np.unique(np.floor(np.linspace(lo, hi + 1, QUANTILE_CELLS + 1)))
+    return np.linspace(lo, hi, QUANTILE_CELLS + 1)

@@ -9,6 +9,9 @@ the schema asks for them, by DP preprocessing steps charged to the caller's acco
 * categorical columns: the public value list (+ a reserved "other" value when ``other: true``),
   optionally with DP rare-category merging;
 * ``missing: true`` columns: nulls are one more value, the last code.
+* ``"bounds": "dp"`` / ``"values": "dp"`` columns (:mod:`.bounds`, :mod:`.discovery`): DP bounds or
+  values first, then the column as if the schema had stated them (:attr:`TableEncoder.schema`);
+  ``binning: quantiles``: DP quantile bins from a fine public grid.
 
 Codes of a column: its bins / kept values in order, then its atoms or the merged-rare group (if any),
 then missing. Decoding returns atoms exactly, draws other numeric values within their bin (uniformly;
@@ -34,7 +37,9 @@ from ..core import Domain, StructuralZero
 from ..privacy import Accountant, BudgetExceededError, gaussian_sigma, marginal_l2
 from ..schema import ColumnSpec, Schema, as_schema, value_key
 from ..schema.model import DATETIME_UNITS
-from .binning import bin_index, merge_leaves, privtree_edges, resolution_bins, uniform_edges
+from .binning import bin_index, merge_leaves, privtree_edges, quantile_grid, resolution_bins, uniform_edges
+from .bounds import GRID_MAX_EXP, dp_bounds
+from .discovery import discover_values
 from .merging import RARE_THRESHOLD, rare_categories
 
 __all__ = ["ColumnCodec", "TableEncoder"]
@@ -57,6 +62,7 @@ class ColumnCodec:
     kept: np.ndarray | None = None  # categorical/boolean: base codes kept as their own code, in order
     group: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64))  # merged rare values
     base_to_code: np.ndarray | None = None
+    found: dict | None = None  # "bounds": "dp" / "values": "dp": what the DP step released, and its cost
 
     @property
     def n_main(self) -> int:
@@ -94,6 +100,8 @@ class ColumnCodec:
             out["merged"] = [_jsonable(labels[i]) for i in self.group]
         if self.rho:
             out["rho"] = float(self.rho)
+        if self.found:
+            out["found"] = dict(self.found)
         return out
 
 
@@ -115,6 +123,8 @@ class TableEncoder:
         s = as_schema(schema)
         if s is None:
             raise TypeError("TableEncoder needs a Schema, a schema dict or a schema file")
+        #: the schema as given; :attr:`schema` is the same once fitted, with DP bounds and values filled in
+        self.given_schema: Schema = s
         self.schema: Schema = s
         self.drop_unknown = bool(drop_unknown)
         self.rare_threshold = float(rare_threshold)
@@ -124,9 +134,14 @@ class TableEncoder:
             rng: np.random.Generator | None = None, *, rho_model: float | None = None,
             noise: str = "continuous") -> "TableEncoder":
         """Fix the encoding: public steps from the schema; DP steps (if asked for) from ``df``, charged
-        exactly ``rho_budget`` zCDP. ``rho_model``: the zCDP the synthesizer will spend afterwards (default
-        ``9·rho_budget``, the 10% preprocessing share), which sizes adaptive PrivTree bins. ``noise``:
-        ``"continuous"`` or ``"discrete"`` noise for the DP steps (see MeasurementSession)."""
+        exactly ``rho_budget`` zCDP (less only when DP bounds make every later binning step free: the
+        rest is left to the caller), and for ``"values": "dp"`` columns the δ the accountant has left in
+        its ``delta_budget``, split equally over them. DP bounds and values come first (an equal share
+        each); the rest is split equally over the binning and merging steps that remain. ``rho_model``:
+        the zCDP the synthesizer will spend afterwards (default ``9·rho_budget``, the 10% preprocessing
+        share), which sizes adaptive PrivTree bins. ``noise``: ``"continuous"`` or ``"discrete"`` noise
+        for the DP steps (see MeasurementSession)."""
+        self.schema = self.given_schema
         self._fit(df, accountant, rho_budget, rng, rho_model=rho_model, noise=noise)
         return self
 
@@ -134,34 +149,78 @@ class TableEncoder:
                    rng: np.random.Generator | None = None, *, rho_model: float | None = None,
                    noise: str = "continuous") -> Dataset:
         """:meth:`fit` then :meth:`encode` on the same table, validating it once (before any charge)."""
+        self.schema = self.given_schema
         prepared = self._prepare(df)
         self._fit(df, accountant, rho_budget, rng, prepared=prepared, rho_model=rho_model, noise=noise)
         return self._encode_prepared(prepared)
 
     def _fit(self, df, accountant, rho_budget, rng, prepared=None, rho_model=None,
              noise: str = "continuous") -> None:
-        dp_cols = [c for c in self.schema if c.dp_step]
+        disc = [c for c in self.schema if c.dp_discovery]
+        dp_cols = disc + [c for c in self.schema if c.dp_step]  # planned steps (a DP-bounds column may have two)
         self.warnings_: list[str] = []
         self.rows_estimate_ = None
         self.rho_spent_ = 0.0
         if dp_cols:
             if df is None:
-                raise ValueError("the schema asks for DP preprocessing (privtree binning or merge_rare): "
-                                 "fit needs the data, an accountant and a budget")
+                raise ValueError("the schema asks for DP preprocessing (privtree or quantile bins, merge_rare, DP "
+                                 "bounds or values): fit needs the data, an accountant and a budget")
             if accountant is None or rng is None or not (rho_budget > 0 and math.isfinite(rho_budget)):
-                raise ValueError("DP preprocessing (privtree binning or merge_rare) needs an accountant, a "
-                                 f"generator and a positive budget, got rho_budget={rho_budget!r}")
+                raise ValueError("DP preprocessing (privtree or quantile bins, merge_rare, DP bounds or values) needs "
+                                 f"an accountant, a generator and a positive budget, got rho_budget={rho_budget!r}")
             if not accountant.can_afford(rho_budget):
                 raise BudgetExceededError(
                     f"preprocessing budget rho={rho_budget:.6g} exceeds what the accountant has left "
                     f"({accountant.rho_remaining:.6g})")
+            n_values = sum(c.dp_values for c in disc)
+            delta_left = accountant.delta_budget - accountant.delta_spent
+            if n_values and not delta_left > 0:
+                raise BudgetExceededError(
+                    "\"values\": \"dp\" (DP value discovery) spends part of delta, but the accountant has none "
+                    "reserved for it: give epsilon and delta (not rho), or list the values in the schema")
             if prepared is None:
                 prepared = self._prepare(df)  # every check before the first charge
         rho_col = rho_budget / len(dp_cols) if dp_cols else 0.0
         rho_m = 9.0 * rho_budget if rho_model is None else float(rho_model)
         spent0 = accountant.rho_spent if accountant is not None else 0.0
         session = None
-        if dp_cols:  # the DP steps read the prepared columns through a session, charged
+        found: dict[str, dict] = {}
+        if disc:  # first what a public schema would state: bounds, values (then the schema is complete)
+            session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False,
+                                         noise=noise)
+            resolved = {}
+            for col in disc:
+                before = accountant.rho_spent, accountant.delta_spent
+                if col.dp_bounds:
+                    lo, hi, facts = dp_bounds(session, col, rho_col)
+                    spec = col.with_bounds(lo, hi)
+                    prepared[col.name] = np.clip(prepared[col.name], spec.lo, spec.hi)  # as encode() clips
+                    info: dict[str, Any] = {"step": "bounds", "bounds": [_jsonable(spec.min), _jsonable(spec.max)],
+                                            "visible_rows": facts["visible_rows"]}
+                    if not facts["ok"]:
+                        self.warnings_.append(f"column {col.name!r}: no bucket of the DP bounds grid stood out of "
+                                              "the noise (few rows or a small budget): its bounds are the busiest "
+                                              "bucket's edges; give public bounds")
+                    elif facts["visible_rows"] > 0.05 * facts["rows"]:
+                        self.warnings_.append(
+                            f"column {col.name!r}: a bucket of the DP bounds grid needs about "
+                            f"{facts['visible_rows']:.0f} of about {facts['rows']:.0f} rows to stand out of the "
+                            f"noise, so values spread thinly may lie outside the DP bounds [{spec.min}, {spec.max}] "
+                            "(clipped to them): give public bounds or a larger budget")
+                else:
+                    values, info = discover_values(session, col, rho_col, delta_left / n_values)
+                    spec = col.with_values(values)
+                    prepared[col.name] = _codes_from_keys(spec, prepared[col.name])
+                    info = {"step": "values", "values": [_jsonable(v) for v in values], **info}
+                info["rho"] = accountant.rho_spent - before[0]
+                if accountant.delta_spent > before[1]:
+                    info["approx_delta"] = accountant.delta_spent - before[1]
+                found[col.name], resolved[col.name] = info, spec
+            self.schema = Schema([resolved.get(c.name, c) for c in self.schema], source=self.schema.source,
+                                 draft=self.schema.draft)
+            later = [c for c in self.schema if c.dp_step]  # a narrow integer range became exact: free
+            rho_col = (rho_budget - (accountant.rho_spent - spent0)) / len(later) if later else 0.0
+        if any(c.dp_step for c in self.schema):  # the DP steps read the prepared columns through a session
             session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False,
                                          noise=noise)
         rows_seen: list[float] = []
@@ -169,7 +228,7 @@ class TableEncoder:
         for col in self.schema:
             if col.numeric:
                 atoms = np.asarray(col.atoms, dtype=float)
-                if col.dp_step == "privtree" and col.adaptive:
+                if col.dp_step == "quantiles" or (col.dp_step == "privtree" and col.adaptive):
                     codec = _adaptive_codec(session, col, rho_col, rho_m, len(self.schema))
                     rows_seen.append(codec.rows_estimate)
                     codecs.append(codec)
@@ -195,13 +254,16 @@ class TableEncoder:
         if accountant is not None:
             self.rho_spent_ = accountant.rho_spent - spent0
         self.codecs_ = {c.spec.name: c for c in codecs}
+        for name, info in found.items():
+            self.codecs_[name].found = info
+            self.codecs_[name].rho += info["rho"]
         self.domain = Domain(self.schema.names, [c.size for c in codecs])
         if rows_seen:  # post-processing of DP outputs: free
             self.rows_estimate_ = max(rows_seen)
             self.resolution_bins_ = resolution_bins(self.rows_estimate_, len(self.schema), rho_m)
             b = self.resolution_bins_
             for c in codecs:
-                if c.n_main > 2 * b and not (c.spec.dp_step == "privtree" and c.spec.adaptive):
+                if c.n_main > 2 * b and not (c.spec.dp_step in ("privtree", "quantiles") and c.spec.adaptive):
                     self.warnings_.append(
                         f"column {c.spec.name!r} has {c.n_main} codes, but with about {self.rows_estimate_:.0f} "
                         f"rows and this budget a 2-way marginal resolves about {b:.0f} per column: its "
@@ -339,8 +401,10 @@ class TableEncoder:
                 st = {"kept": [int(i) for i in c.kept], "group": [int(i) for i in c.group]}
             if c.rho:
                 st["rho"] = float(c.rho)
+            if c.found:
+                st["found"] = dict(c.found)
             cols[n] = st
-        out = {"schema": self.schema.to_dict(), "drop_unknown": self.drop_unknown,
+        out = {"schema": self.given_schema.to_dict(), "drop_unknown": self.drop_unknown,
                "rare_threshold": self.rare_threshold, "rho_spent": float(self.rho_spent_), "columns": cols}
         if getattr(self, "rows_estimate_", None) is not None:
             out["rows_estimate"] = float(self.rows_estimate_)
@@ -354,6 +418,8 @@ class TableEncoder:
         """The fitted encoder :meth:`state` describes (no data, no budget)."""
         enc = cls(Schema.from_dict(state["schema"]), drop_unknown=bool(state["drop_unknown"]),
                   rare_threshold=float(state["rare_threshold"]))
+        enc.schema = Schema([_resolved(col, state["columns"][col.name].get("found")) for col in enc.schema],
+                            source=enc.schema.source, draft=enc.schema.draft)
         arr = lambda st, k: None if k not in st else np.asarray(st[k], dtype=float)  # noqa: E731
         codecs = []
         for col in enc.schema:
@@ -371,6 +437,8 @@ class TableEncoder:
             base_to_code = np.full(col.base_size, len(kept), dtype=np.int64)
             base_to_code[kept] = np.arange(len(kept))
             codecs.append(ColumnCodec(col, kept=kept, group=group, base_to_code=base_to_code, rho=rho))
+        for c in codecs:
+            c.found = state["columns"][c.spec.name].get("found")
         enc.rho_spent_ = float(state["rho_spent"])
         enc.codecs_ = {c.spec.name: c for c in codecs}
         enc.domain = Domain(enc.schema.names, [c.size for c in codecs])
@@ -410,6 +478,9 @@ class TableEncoder:
             values = {}
             for j, a in enumerate(attrs):
                 col = self.schema[a]
+                if col.dp_discovery:
+                    raise DataError(f"{where}: column {a!r} takes its {col.dp_discovery} from a DP step, so its "
+                                    "codes are not known before the run: structural zeros on it are not supported")
                 raw = pd.Series([c[j] for c in cells], dtype=object)
                 try:
                     v = _prepare_column(col, raw)
@@ -470,6 +541,8 @@ class TableEncoder:
         outputs), and the zCDP ``rho`` its DP step was charged (absent when free)."""
         self._check_fitted()
         out = {"rho_spent": float(self.rho_spent_), "columns": {n: c.report() for n, c in self.codecs_.items()}}
+        if any(c.dp_discovery for c in self.given_schema):  # DP bounds/values filled in: a schema to evaluate with
+            out["schema"] = self.schema.to_dict()
         if self.rows_estimate_ is not None:
             out["rows_estimate"] = float(self.rows_estimate_)
             out["resolution_bins"] = float(self.resolution_bins_)
@@ -478,8 +551,20 @@ class TableEncoder:
         return out
 
 
+def _resolved(col: ColumnSpec, found: dict | None) -> ColumnSpec:
+    """``col`` with what its DP discovery step released (saved in :meth:`TableEncoder.state`)."""
+    if col.dp_bounds:
+        return col.with_bounds(*found["bounds"])
+    if col.dp_values:
+        return col.with_values(found["values"])
+    return col
+
+
 def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, columns: int) -> ColumnCodec:
     """The default binning of a wide numeric column (issue #15); charges ``rho`` zCDP in two halves.
+    ``binning: quantiles`` skips step 1 (a public fine grid, :func:`~.binning.quantile_grid`, instead of
+    the PrivTree leaves; all its atoms kept) and spends the whole ``rho`` on step 2; it merges into
+    ``bins`` bins when given.
 
     1. PrivTree (``rho/2``, θ = 0, depth cap ``log2 bins``) splits the public range into leaves, finest
        where the data is dense; the atoms whose leaf reached the finest width keep codes of their own.
@@ -490,15 +575,21 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
        leaf within the bin in proportion to its noisy count, then a value uniformly within the leaf, so
        a wide tail bin does not spread its rows evenly up to the bound.
     """
-    leaves = privtree_edges(session, col.name, col, rho / 2)
-    atoms = _dense_atoms(col, leaves, np.asarray(col.atoms, dtype=float))
+    if col.binning == "quantiles":  # a public fine grid instead of the tree: the whole rho on its counts
+        leaves, atoms, rho_counts = quantile_grid(col), np.asarray(col.atoms, dtype=float), rho
+    else:
+        leaves = privtree_edges(session, col.name, col, rho / 2)
+        atoms, rho_counts = _dense_atoms(col, leaves, np.asarray(col.atoms, dtype=float)), rho / 2
     l2 = marginal_l2(session.neighbour)
-    sigma = gaussian_sigma(rho / 2, l2)
+    sigma = gaussian_sigma(rho_counts, l2)
     counts = session.range_histogram(col.name, leaves, atoms)
     noisy = session.gaussian(counts, sigma, l2, f"bin counts {col.name}", counts=True)
     leaf_w = np.maximum(noisy[:len(leaves) - 1], 0.0)
     rows = float(np.maximum(noisy, 0.0).sum())
-    group = merge_leaves(leaf_w, resolution_bins(rows, columns, rho_model))
+    target = resolution_bins(rows, columns, rho_model)
+    if col.binning == "quantiles":  # bins when given; the cap on the grid's merged cells otherwise
+        target = min(target, col.bins) if col.adaptive else col.bins
+    group = merge_leaves(leaf_w, target)
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
     edges = np.r_[leaves[starts], leaves[-1]]
     tot = np.bincount(group, weights=leaf_w)
@@ -571,6 +662,17 @@ def _prepare_column(col: ColumnSpec, s: pd.Series, clipped: dict[str, int] | Non
         raise _err(col, f"{int(null.sum())} missing value(s), but the schema does not allow them "
                         "(set \"missing\": true)")
     vals = s[~null]
+    if col.dp_bounds:  # no public bounds yet: onto the DP bounds grid's range only
+        out = np.full(len(s), np.nan)
+        lim = 2.0 ** GRID_MAX_EXP
+        out[~null] = np.clip(_numeric_values(col, vals), -lim, lim)
+        return out
+    if col.dp_values:  # no public list yet: value keys (private), for DP discovery
+        inv, uniq = pd.factorize(vals)
+        table = np.array([value_key(_jsonable(u)) for u in uniq] + [None], dtype=object)
+        out = np.full(len(s), None, dtype=object)
+        out[~null] = table[inv]
+        return out
     if col.numeric:
         x = _numeric_values(col, vals)
         out = np.full(len(s), np.nan)
@@ -671,6 +773,18 @@ def _category_codes(col: ColumnSpec, vals: pd.Series) -> np.ndarray:
                         f"({len(unknown)} unknown value(s) in {rows} row(s); list them under \"values\" "
                         "or set \"other\": true)")
     return table[inv]
+
+
+def _codes_from_keys(col: ColumnSpec, keys: np.ndarray) -> np.ndarray:
+    """Base codes over ``col.values`` (+ other) of prepared value keys (None = missing: -1)."""
+    keys = np.asarray(keys, dtype=object)
+    out = np.full(len(keys), -1, dtype=np.int64)
+    present = keys != None  # noqa: E711 (elementwise)
+    uniq, inv = np.unique(keys[present].astype(str), return_inverse=True)
+    index = {value_key(v): i for i, v in enumerate(col.values)}
+    table = np.array([index.get(k, len(col.values)) for k in uniq], dtype=np.int64)
+    out[present] = table[inv] if len(uniq) else np.array([], dtype=np.int64)
+    return out
 
 
 def _column_codes(c: ColumnCodec, v: np.ndarray) -> np.ndarray:

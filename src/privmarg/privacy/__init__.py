@@ -4,8 +4,9 @@ Every access to private data goes through a primitive in :mod:`.primitives`, whi
 cost to an :class:`Accountant` before releasing anything (SPEC §1).
 """
 
-from .accountant import Accountant, BudgetExceededError, Charge, recompute_rho, rho_by_phase
-from .calibrate import RoundPlan, even_epsilon, even_sigma, power_split, preprocess_budget, round_plan
+from .accountant import Accountant, BudgetExceededError, Charge, recompute_delta, recompute_rho, rho_by_phase
+from .calibrate import (DISCOVERY_DELTA_SHARE, RoundPlan, discovery_delta, even_epsilon, even_sigma, power_split,
+                        preprocess_budget, round_plan)
 from .discrete import (
     NOISES,
     check_noise,
@@ -46,7 +47,10 @@ __all__ = [
     "even_sigma",
     "power_split",
     "preprocess_budget",
+    "DISCOVERY_DELTA_SHARE",
+    "discovery_delta",
     "recompute_rho",
+    "recompute_delta",
     "rho_by_phase",
     "round_plan",
     "cdp_delta",

@@ -4,6 +4,13 @@ zCDP composes additively (also adaptively): the :class:`Accountant` holds a tota
 ``rho_total`` and records every charge in an append-only ledger. A charge that would take
 the spent budget above ``rho_total * (1 + 1e-9)`` is refused with :class:`BudgetExceededError`
 and nothing is recorded, so ``sum(rho_t) <= rho_total`` holds on every execution path.
+
+Approximate zCDP (Bun & Steinke 2016, Def. 8.1): a step that is ``δ_t``-approximately ``ρ_t``-zCDP
+(DP category discovery, whose released keys are not public) records ``approx_delta = δ_t`` next to
+its ``ρ_t``. Both compose additively (ibid., Lemma 8.2), and ``δ'``-approximate ``ρ``-zCDP implies
+``(ε, δ' + δ_CKS(ρ, ε))``-DP, so such steps need a ``delta_budget`` reserved out of the run's δ:
+``rho_total`` is then calibrated at ``delta − delta_budget`` and ``sum(δ_t) <= delta_budget`` is
+enforced like the ρ budget.
 """
 
 from __future__ import annotations
@@ -19,10 +26,10 @@ import numpy as np
 from .conversions import _check_delta, _check_eps, cdp_eps, cdp_rho
 from .sensitivity import check_neighbour
 
-__all__ = ["BudgetExceededError", "Charge", "Accountant", "recompute_rho"]
+__all__ = ["BudgetExceededError", "Charge", "Accountant", "recompute_rho", "recompute_delta"]
 
 _REL_TOL = 1e-9
-_RESERVED = ("what", "mechanism", "rho")
+_RESERVED = ("what", "mechanism", "rho", "approx_delta")
 
 
 class BudgetExceededError(ValueError):
@@ -60,6 +67,7 @@ class Charge:
     mechanism: str
     rho: float
     params: dict = field(default_factory=dict)
+    approx_delta: float = 0.0  # δ of an approximate-zCDP step (0: plain zCDP)
 
     def recompute(self) -> float:
         """``rho`` recomputed from the calibration in ``params`` alone (independent of :attr:`rho`).
@@ -72,6 +80,8 @@ class Charge:
     def to_dict(self) -> dict:
         """Flat JSON-serialisable dict ``{"what", "mechanism", "rho", **params}``."""
         out = {"what": str(self.what), "mechanism": str(self.mechanism), "rho": float(self.rho)}
+        if self.approx_delta:
+            out["approx_delta"] = float(self.approx_delta)
         for k, v in self.params.items():
             out[str(k)] = _jsonable(v)
         return out
@@ -80,7 +90,8 @@ class Charge:
 def recompute_rho(entry: dict) -> float:
     """zCDP cost of one ledger entry (as in a JSON report) from its calibration parameters."""
     mech = entry["mechanism"]
-    if mech in ("gaussian", "discrete_gaussian"):  # same zCDP cost (CKS 2020, Thm 4)
+    if mech in ("gaussian", "discrete_gaussian", "gaussian_threshold", "discrete_gaussian_threshold"):
+        # the same zCDP cost for the continuous and the discrete Gaussian (CKS 2020, Thm 4)
         return entry["l2_sensitivity"] ** 2 / (2.0 * entry["sigma"] ** 2)
     if mech == "exponential":
         return entry["epsilon"] ** 2 / 8.0
@@ -109,6 +120,21 @@ def recompute_rho(entry: dict) -> float:
     raise ValueError(f"cannot recompute the cost of mechanism {mech!r}")
 
 
+def recompute_delta(entry: dict) -> float:
+    """δ of an approximate-zCDP ledger entry from its parameters (0 for plain zCDP mechanisms).
+
+    ``gaussian_threshold`` (DP key discovery, :mod:`privmarg.privacy.discovery`): each of the
+    ``keys_at_risk`` keys present in only one of two neighbouring tables has count 1 there and is
+    released with probability ``P(1 + N(0, σ²) > τ)``, so ``δ = keys_at_risk · Φ̄((τ − 1)/σ)``
+    (``discrete_gaussian_threshold``: the discrete Gaussian's tail instead)."""
+    if entry["mechanism"] in ("gaussian_threshold", "discrete_gaussian_threshold"):
+        from .discovery import threshold_delta
+
+        return threshold_delta(entry["sigma"], entry["threshold"], entry["keys_at_risk"],
+                               discrete=entry["mechanism"] == "discrete_gaussian_threshold")
+    return 0.0
+
+
 PHASES = ("preprocessing", "selection", "measurement")
 SELECTION_MECHANISMS = ("exponential", "gumbel_top_q")
 
@@ -133,7 +159,9 @@ class Accountant:
 
     ``epsilon``/``delta`` are informational (recorded in :meth:`to_dict`); use
     :meth:`from_epsilon_delta` to derive ``rho_total`` from an ``(epsilon, delta)`` target.
-    ``neighbour`` is the neighbouring relation all charged sensitivities refer to.
+    ``neighbour`` is the neighbouring relation all charged sensitivities refer to. ``delta_budget``:
+    the part of ``delta`` reserved for approximate-zCDP steps (0: none allowed); ``rho_total`` must
+    then have been calibrated at ``delta − delta_budget`` (:meth:`from_epsilon_delta` does so).
     """
 
     def __init__(
@@ -142,6 +170,7 @@ class Accountant:
         neighbour: str = "add_remove",
         epsilon: float | None = None,
         delta: float | None = None,
+        delta_budget: float = 0.0,
     ) -> None:
         try:
             rt = float(rho_total)
@@ -155,11 +184,20 @@ class Accountant:
         self._delta = None if delta is None else _check_delta(delta)
         self._rho_spent = 0.0
         self._ledger: list[Charge] = []
+        db = float(delta_budget)
+        if not (math.isfinite(db) and db >= 0):
+            raise ValueError(f"delta_budget must be a finite number >= 0, got {delta_budget!r}")
+        if db > 0 and (self._delta is None or db >= self._delta):
+            raise ValueError(f"delta_budget={db:g} needs a target delta above it, got delta={delta!r}")
+        self._delta_budget = db
+        self._delta_spent = 0.0
 
     @classmethod
-    def from_epsilon_delta(cls, epsilon: float, delta: float, neighbour: str = "add_remove") -> "Accountant":
-        """Accountant with ``rho_total = cdp_rho(epsilon, delta)`` (exact CKS conversion)."""
-        return cls(cdp_rho(epsilon, delta), neighbour=neighbour, epsilon=epsilon, delta=delta)
+    def from_epsilon_delta(cls, epsilon: float, delta: float, neighbour: str = "add_remove",
+                           delta_budget: float = 0.0) -> "Accountant":
+        """Accountant with ``rho_total = cdp_rho(epsilon, delta − delta_budget)`` (exact CKS conversion)."""
+        return cls(cdp_rho(epsilon, delta - delta_budget), neighbour=neighbour, epsilon=epsilon, delta=delta,
+                   delta_budget=delta_budget)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -192,6 +230,21 @@ class Accountant:
         return self._epsilon
 
     @property
+    def delta_budget(self) -> float:
+        """δ reserved for approximate-zCDP steps (DP category discovery)."""
+        return self._delta_budget
+
+    @property
+    def delta_spent(self) -> float:
+        """δ charged so far by approximate-zCDP steps (sum of the ledger's ``approx_delta``)."""
+        return self._delta_spent
+
+    @property
+    def conversion_delta(self) -> float | None:
+        """The δ left for converting the zCDP part to (ε, δ): ``delta − delta_budget``."""
+        return None if self._delta is None else self._delta - self._delta_budget
+
+    @property
     def delta(self) -> float | None:
         return self._delta
 
@@ -206,18 +259,23 @@ class Accountant:
             raise ValueError(f"charge rho must be a finite number >= 0, got {rho!r}")
         return r
 
-    def can_afford(self, rho: float) -> bool:
-        """Whether charging ``rho`` now would be accepted."""
+    def can_afford(self, rho: float, approx_delta: float = 0.0) -> bool:
+        """Whether charging ``rho`` (and ``approx_delta``) now would be accepted."""
         r = self._check_charge(rho)
-        return self._rho_spent + r <= self._rho_total * (1.0 + _REL_TOL)
+        d = self._check_charge(approx_delta)
+        return (self._rho_spent + r <= self._rho_total * (1.0 + _REL_TOL)
+                and self._delta_spent + d <= self._delta_budget * (1.0 + _REL_TOL))
 
-    def charge(self, rho: float, what: str = "", mechanism: str = "", **params: Any) -> Charge:
-        """Record a ``rho``-zCDP charge and return it.
+    def charge(self, rho: float, what: str = "", mechanism: str = "", *, approx_delta: float = 0.0,
+               **params: Any) -> Charge:
+        """Record a ``rho``-zCDP charge (``approx_delta``-approximate when > 0) and return it.
 
         Raises :class:`BudgetExceededError` (and records nothing) if
-        ``rho_spent + rho > rho_total * (1 + 1e-9)``; ``ValueError`` for negative/NaN ``rho``.
+        ``rho_spent + rho > rho_total * (1 + 1e-9)`` or ``delta_spent + approx_delta`` exceeds
+        ``delta_budget`` likewise; ``ValueError`` for negative/NaN ``rho``.
         """
         r = self._check_charge(rho)
+        d = self._check_charge(approx_delta)
         if self._ledger and self._ledger[-1].mechanism == "subsampled_gaussian":
             raise ValueError("a DP-SGD phase must be a run's last charge: its rho is its zCDP equivalent "
                              "given the charges before it (privacy.rdp)")
@@ -229,15 +287,27 @@ class Accountant:
                 f"charging rho={r:.6g} for {what!r} ({mechanism}) would exceed the budget: "
                 f"spent {self._rho_spent:.6g} of {self._rho_total:.6g} (remaining {self.rho_remaining:.6g})"
             )
-        c = Charge(what=str(what), mechanism=str(mechanism), rho=r, params=dict(params))
+        if d > 0 and not self._delta_spent + d <= self._delta_budget * (1.0 + _REL_TOL):
+            raise BudgetExceededError(
+                f"charging delta={d:.6g} for {what!r} ({mechanism}) would exceed the delta reserved for "
+                f"approximate-zCDP steps: spent {self._delta_spent:.6g} of {self._delta_budget:.6g}")
+        c = Charge(what=str(what), mechanism=str(mechanism), rho=r, params=dict(params), approx_delta=d)
         self._ledger.append(c)
         self._rho_spent += r
+        self._delta_spent += d
         return c
 
     # ------------------------------------------------------------------ reporting
     def epsilon_spent(self, delta: float) -> float:
-        """Epsilon (CKS conversion) of the budget spent so far at the given ``delta``. A ledger ending
-        in a DP-SGD phase is composed in RDP again (its ``rho`` is an equivalent at its own δ only)."""
+        """Epsilon (CKS conversion) of the budget spent so far at the given total ``delta``, of which
+        :attr:`delta_spent` goes to approximate-zCDP steps and the rest to the conversion (so ``delta``
+        must exceed it). A ledger ending in a DP-SGD phase is composed in RDP again (its ``rho`` is an
+        equivalent at its own δ only)."""
+        if self._delta_spent:
+            if not delta > self._delta_spent:
+                raise ValueError(f"delta={delta:g} must exceed the {self._delta_spent:g} spent on approximate-zCDP "
+                                 "steps (category discovery)")
+            delta = delta - self._delta_spent
         last = self._ledger[-1] if self._ledger else None
         if last is not None and last.mechanism == "subsampled_gaussian":
             from .rdp import composed_epsilon
@@ -254,6 +324,8 @@ class Accountant:
             "neighbour": self._neighbour,
             "rho_total": float(self._rho_total),
             "rho_spent": float(self._rho_spent),
+            **({"delta_budget": self._delta_budget, "delta_spent": float(self._delta_spent)}
+               if self._delta_budget else {}),
             "ledger": [c.to_dict() for c in self._ledger],
         }
 

@@ -63,3 +63,13 @@ def preprocess_budget(rho_total: float, share: float, needs_dp: bool) -> float:
     if not 0 < share < 1:
         raise ValueError(f"preprocess_share must be in (0, 1), got {share}")
     return share * rho_total if needs_dp else 0.0
+
+
+#: share of the run's δ reserved for DP value discovery (approximate zCDP) when a schema asks for it
+DISCOVERY_DELTA_SHARE = 0.1
+
+
+def discovery_delta(delta: float, needs_delta: bool) -> float:
+    """δ reserved for DP value discovery (``"values": "dp"`` columns): ``DISCOVERY_DELTA_SHARE·delta``
+    when the schema asks for it, else 0. The zCDP budget is then calibrated at ``delta`` less this."""
+    return DISCOVERY_DELTA_SHARE * delta if needs_delta else 0.0

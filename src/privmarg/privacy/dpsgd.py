@@ -108,8 +108,9 @@ def dp_sgd_phase(accountant: Accountant, records: np.ndarray, rng: np.random.Gen
     charges already made is ``rho`` (at most), then return its :class:`DPSGDPhase`. Under add/remove
     pass the Poisson ``sample_rate`` (set from public or released numbers only) and ``denominator``
     (the expected batch size, e.g. ``q·Ñ``); under replace-one ``batch_size`` (``N`` is public).
-    ``size``: the length P of the summed vectors. The accountant must have a ``delta``."""
-    delta = accountant.delta
+    ``size``: the length P of the summed vectors. The accountant must have a ``delta`` (its
+    conversion part: less any δ reserved for approximate-zCDP steps)."""
+    delta = accountant.conversion_delta
     if delta is None:
         raise ValueError("DP-SGD is accounted in RDP and converted at the run's delta: give epsilon and delta, "
                          "not rho")

@@ -6,6 +6,11 @@ The draft is marked ``"draft": true``; ``privmarg synth`` and :meth:`Synthesizer
 schema unless told to accept it (``--allow-draft-schema`` / ``allow_draft_schema=True``). Numeric
 columns get bounds only, so the default encoding applies (exact small integer ranges, PrivTree bins
 otherwise; see :mod:`privmarg.schema.model`).
+
+``dp=True`` (``privmarg schema draft --dp``) writes no bounds and no category lists at all: numeric
+columns say ``"bounds": "dp"`` and categorical ones ``"values": "dp"`` (found by DP steps at fit
+time, charged to the budget). Only the column types, the missing flags and the identifier notes
+still come from the data; such a draft is marked ``"draft": true`` all the same.
 """
 
 from __future__ import annotations
@@ -18,12 +23,19 @@ import pandas as pd
 
 from ..data import DataError
 
-__all__ = ["DRAFT_WARNING", "draft_schema"]
+__all__ = ["DRAFT_WARNING", "DP_DRAFT_WARNING", "draft_schema"]
 
 DRAFT_WARNING = (
     "this draft schema was read off the PRIVATE data: its min/max bounds and category lists are not "
     "differentially private. Replace them with public knowledge (documentation, data dictionaries, "
     "domain knowledge) and delete the \"draft\" key before any release."
+)
+
+DP_DRAFT_WARNING = (
+    "this draft schema leaves bounds and category lists to DP steps (\"bounds\": \"dp\", \"values\": \"dp\"), "
+    "but its column types, missing flags and the boolean/datetime choices were read off the PRIVATE data. "
+    "Check them against public knowledge (give public bounds or lists where you have them: they cost no "
+    "budget) and delete the \"draft\" key before any release."
 )
 
 #: integer columns with at most this many distinct values are drafted as categorical
@@ -42,8 +54,9 @@ def _py(v: Any) -> Any:
     return v
 
 
-def draft_schema(df: pd.DataFrame) -> tuple[dict, list[str]]:
-    """Guess a schema dict from ``df``; returns ``(schema, notes)`` where notes flag columns to review."""
+def draft_schema(df: pd.DataFrame, *, dp: bool = False) -> tuple[dict, list[str]]:
+    """Guess a schema dict from ``df``; returns ``(schema, notes)`` where notes flag columns to review.
+    ``dp``: DP bounds and values instead of the data's (see the module docstring)."""
     if len(df.columns) == 0 or len(df) == 0:
         raise DataError("the table is empty")
     cols: dict[str, dict] = {}
@@ -83,13 +96,29 @@ def draft_schema(df: pd.DataFrame) -> tuple[dict, list[str]]:
                     spec = {"type": "categorical", "values": values}
                     if len(values) >= MERGE_THRESHOLD:
                         spec["merge_rare"] = True
+        if dp:
+            spec = _dp_spec(spec)
+            if spec["type"] == "datetime":
+                notes.append(f"column {name!r}: datetime bounds have no DP step; these were read off the data: "
+                             "replace them with public dates")
         if s.isna().any():
             spec["missing"] = True
         if _ID_NAME.search(str(name)) or (n >= 20 and _looks_like_key(nonnull)):
             notes.append(f"column {name!r} looks like an identifier: remove it from the schema and pass "
                          "--drop-unknown (identifiers must not be synthesised)")
         cols[str(name)] = spec
-    return {"_warning": DRAFT_WARNING, "draft": True, "columns": cols}, notes
+    return {"_warning": DP_DRAFT_WARNING if dp else DRAFT_WARNING, "draft": True, "columns": cols}, notes
+
+
+def _dp_spec(spec: dict) -> dict:
+    """A drafted column with its bounds or list left to a DP step (datetimes keep theirs: no DP bounds)."""
+    if spec["type"] in ("integer", "float"):
+        return {"type": spec["type"], "bounds": "dp"}
+    if spec["type"] == "categorical" and spec["values"] != ["?"]:
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in spec["values"]):
+            return {"type": "integer", "bounds": "dp"}  # a few whole numbers: exact codes once bounded
+        return {"type": "categorical", "values": "dp"}
+    return spec
 
 
 def _looks_like_key(s: pd.Series) -> bool:

@@ -21,8 +21,10 @@ kept as their own value); ``description`` (free text). Categorical: ``values`` (
 ``"__other__"``), ``merge_rare`` (DP rare-category merging). Numeric and datetime: ``min``/``max``
 (inclusive public bounds; values outside are clipped), ``binning`` (``exact``: one code per value,
 integer and datetime columns only; ``uniform``: ``bins`` equal-width bins, free; ``privtree``: at most
-``bins`` adaptive bins, DP), ``bins`` and ``atoms`` (values coded exactly, apart from any bin, e.g. a
-point mass at 0 or at a bound; integer and float columns).
+``bins`` adaptive bins, DP; ``quantiles``: ``bins`` bins of about equal mass, DP quantiles of a
+noisy histogram over a fine public grid, or as many as a 2-way marginal resolves when ``bins`` is
+not given, see :func:`privmarg.preprocess.binning.quantile_grid`), ``bins`` and ``atoms`` (values
+coded exactly, apart from any bin, e.g. a point mass at 0 or at a bound; integer and float columns).
 
 Defaults (issue #15), all fixed by the schema alone: with neither ``binning`` nor ``bins``, an
 integer/datetime column with at most :data:`EXACT_MAX_VALUES` values is kept ``exact``; any other
@@ -34,7 +36,16 @@ zero-inflated columns decode exactly instead of being smeared over a bin). ``bin
 ``binning`` means ``uniform`` (the behaviour of earlier versions); ``privtree`` alone caps at
 :data:`DEFAULT_ADAPTIVE_BINS`. Datetime also takes ``unit`` (``D`` default, ``h``, ``m``,
 ``s``): values are whole units since the epoch. Top-level and column keys starting with ``_`` are
-comments and ignored. A top-level ``"draft": true`` marks a schema read off the data
+comments and ignored.
+
+DP discovery (issue #15), opt-in per column, for facts nobody can state publicly: an integer or float
+column may say ``"bounds": "dp"`` instead of ``min``/``max`` (DP bounds from a noisy histogram over a
+public grid of signed powers of two, :mod:`privmarg.preprocess.bounds`; the column is then binned as
+if those bounds had been given), and a categorical column ``"values": "dp"`` instead of a list (DP
+discovery of its frequent values, :mod:`privmarg.privacy.discovery`: at most ``max_values`` of them,
+default :data:`DEFAULT_MAX_VALUES`; every other value is coded as ``other``, so ``other`` is implied).
+Both are charged to the run's budget; discovery also spends part of its δ. The encoding then depends
+on the schema and those released values only. A top-level ``"draft": true`` marks a schema read off the data
 (``privmarg schema draft``): :class:`Schema` keeps it in :attr:`Schema.draft` and releases refuse it
 unless told otherwise.
 """
@@ -45,7 +56,7 @@ import json
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +68,11 @@ from ..core import Domain
 
 __all__ = [
     "TYPES", "BINNINGS", "DEFAULT_BINS", "DEFAULT_ADAPTIVE_BINS", "EXACT_MAX_VALUES", "MAX_COLUMN_VALUES", "MAX_MARGINAL_CELLS",
-    "SchemaError", "ColumnSpec", "Schema", "load_schema", "as_schema", "value_key",
+    "SchemaError", "ColumnSpec", "Schema", "load_schema", "as_schema", "value_key", "DEFAULT_MAX_VALUES",
 ]
 
 TYPES = ("categorical", "integer", "float", "boolean", "datetime")
-BINNINGS = ("uniform", "privtree", "exact")
+BINNINGS = ("uniform", "privtree", "exact", "quantiles")
 #: uniform bins when ``binning: uniform`` is asked for without ``bins``
 DEFAULT_BINS = 32
 #: cap on the number of PrivTree bins when ``bins`` is not given (the tree stops earlier where data is thin)
@@ -75,13 +86,15 @@ MAX_COLUMN_VALUES = 10**7
 #: every mechanism materialises some 2-way marginals, so a larger pair cannot be fitted in memory
 MAX_MARGINAL_CELLS = 2**27
 DEFAULT_OTHER_LABEL = "__other__"
+#: cap on the values DP discovery (``"values": "dp"``) keeps when ``max_values`` is not given
+DEFAULT_MAX_VALUES = 100
 
 _COMMON_KEYS = {"type", "missing", "description"}
 _KEYS = {
-    "categorical": _COMMON_KEYS | {"values", "other", "other_label", "merge_rare"},
+    "categorical": _COMMON_KEYS | {"values", "other", "other_label", "merge_rare", "max_values"},
     "boolean": _COMMON_KEYS,
-    "integer": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms"},
-    "float": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms"},
+    "integer": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms", "bounds"},
+    "float": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms", "bounds"},
     "datetime": _COMMON_KEYS | {"min", "max", "bins", "binning", "unit"},
 }
 
@@ -127,6 +140,10 @@ class ColumnSpec:
     atoms: tuple = ()  # numeric values coded exactly (encoding axis), sorted
     adaptive: bool = False  # privtree without "bins": the tree's threshold is sized to rows and budget
     description: str = ""
+    dp_bounds: bool = False  # "bounds": "dp": min/max come from a DP step (lo/hi NaN until resolved)
+    dp_values: bool = False  # "values": "dp": the list comes from DP discovery (empty until resolved)
+    max_values: int = DEFAULT_MAX_VALUES  # most values DP discovery keeps
+    given: tuple = ()  # dp_bounds: the binning keys as written, ((key, value), ...), applied once resolved
     # derived: numeric bounds on the encoding axis (integer units for integer/datetime columns)
     lo: float = field(default=math.nan, compare=False)
     hi: float = field(default=math.nan, compare=False)
@@ -144,16 +161,25 @@ class ColumnSpec:
 
     @property
     def dp_step(self) -> str | None:
-        """The DP preprocessing step this column asks for: ``"privtree"``, ``"merge"`` or None."""
-        if self.numeric and self.binning == "privtree":
-            return "privtree"
+        """The DP preprocessing step this column asks for: ``"privtree"``, ``"quantiles"``, ``"merge"`` or None."""
+        if self.numeric and self.binning in ("privtree", "quantiles"):
+            return self.binning
         if self.type == "categorical" and self.merge_rare:
             return "merge"
         return None
 
     @property
+    def dp_discovery(self) -> str | None:
+        """The DP step that finds what a public schema would state: ``"bounds"``, ``"values"`` or None."""
+        return "bounds" if self.dp_bounds else "values" if self.dp_values else None
+
+    @property
     def base_size(self) -> int:
         """Values before missing is added: an upper bound for DP steps (merging and PrivTree only shrink)."""
+        if self.dp_bounds:  # exact (narrow integer range) or at most ``bins`` bins, plus atoms
+            return max(EXACT_MAX_VALUES, self.bins) + max(3, len(self.atoms))
+        if self.dp_values:
+            return self.max_values + 1
         if self.type == "categorical":
             return len(self.values) + int(self.other)
         if self.type == "boolean":
@@ -191,9 +217,33 @@ class ColumnSpec:
             return string_dtype()
         return "object"
 
+    def with_bounds(self, lo: float, hi: float) -> "ColumnSpec":
+        """This ``"bounds": "dp"`` column with the released bounds filled in: parsed as if written
+        with ``min``/``max`` (so the defaults apply: exact narrow integer ranges, else adaptive bins);
+        atoms outside the bounds are dropped (values are clipped to the bounds)."""
+        spec: dict[str, Any] = {"type": self.type, "missing": self.missing, "description": self.description,
+                                "min": int(lo) if self.lattice else float(lo),
+                                "max": int(hi) if self.lattice else float(hi)}
+        for k, v in self.given:
+            spec[k] = [a for a in v if lo <= a <= hi] if k == "atoms" else v
+        return _parse_column(self.name, spec)
+
+    def with_values(self, values: Any) -> "ColumnSpec":
+        """This ``"values": "dp"`` column with the released values as its list (and ``other``)."""
+        return replace(self, values=tuple(values), dp_values=False, max_values=DEFAULT_MAX_VALUES)
+
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"type": self.type}
-        if self.type == "categorical":
+        if self.dp_values:
+            out.update(values="dp", other=True)
+            if self.other_label != DEFAULT_OTHER_LABEL:
+                out["other_label"] = self.other_label
+            if self.max_values != DEFAULT_MAX_VALUES:
+                out["max_values"] = self.max_values
+        elif self.dp_bounds:
+            out["bounds"] = "dp"
+            out.update({k: list(v) if isinstance(v, tuple) else v for k, v in self.given})
+        elif self.type == "categorical":
             out["values"] = list(self.values)
             if self.other:
                 out["other"] = True
@@ -243,7 +293,21 @@ def _parse_column(name: str, spec: Any) -> ColumnSpec:
 
     kw: dict[str, Any] = {"name": name, "type": typ, "missing": flag("missing"),
                           "description": str(spec.get("description", ""))}
-    if typ == "categorical":
+    if "max_values" in spec and spec.get("values") != "dp":
+        raise bad("\"max_values\" is for \"values\": \"dp\"")
+    if typ == "categorical" and spec.get("values") == "dp":
+        if spec.get("other", True) is not True:
+            raise bad("\"values\": \"dp\" codes every value it does not find as \"other\": drop \"other\": false")
+        if spec.get("merge_rare"):
+            raise bad("\"values\": \"dp\" keeps only frequent values already: drop \"merge_rare\"")
+        mv = spec.get("max_values", DEFAULT_MAX_VALUES)
+        if not isinstance(mv, numbers.Integral) or isinstance(mv, bool) or mv < 1:
+            raise bad(f"\"max_values\" must be a positive integer, got {mv!r}")
+        label = spec.get("other_label", DEFAULT_OTHER_LABEL)
+        if not isinstance(label, str):
+            raise bad(f"\"other_label\" must be a string, got {label!r}")
+        kw.update(other=True, other_label=label, dp_values=True, max_values=int(mv))
+    elif typ == "categorical":
         values = spec.get("values")
         if not isinstance(values, (list, tuple)) or not values:
             raise bad("a categorical column needs a non-empty list of \"values\" (public knowledge)")
@@ -263,6 +327,8 @@ def _parse_column(name: str, spec: Any) -> ColumnSpec:
         if kw["other"] and value_key(label) in keys:
             raise bad(f"\"other_label\" {label!r} is also a listed category")
         kw["other_label"] = label
+    elif "bounds" in spec:
+        kw.update(_dp_bounds_keys(spec, typ, bad))
     elif typ in ("integer", "float", "datetime"):
         if "min" not in spec or "max" not in spec:
             raise bad("needs public bounds \"min\" and \"max\"")
@@ -305,7 +371,7 @@ def _parse_column(name: str, spec: Any) -> ColumnSpec:
             raise bad(f"binning must be one of {', '.join(BINNINGS)}, got {binning!r}")
         if binning == "exact" and not lattice:
             raise bad("exact binning is for integer and datetime columns (a float column needs bins)")
-        bins = spec.get("bins", DEFAULT_ADAPTIVE_BINS if binning == "privtree" else DEFAULT_BINS)
+        bins = spec.get("bins", DEFAULT_ADAPTIVE_BINS if binning in ("privtree", "quantiles") else DEFAULT_BINS)
         if not isinstance(bins, numbers.Integral) or isinstance(bins, bool) or bins < 1:
             raise bad(f"bins must be a positive integer, got {bins!r}")
         if binning == "privtree" and bins < 2:
@@ -333,11 +399,42 @@ def _parse_column(name: str, spec: Any) -> ColumnSpec:
         if lattice and binning == "uniform" and n_values <= bins:
             atoms = ()  # one bin per value already
         kw.update(min=lo, max=hi, lo=num_lo, hi=num_hi, bins=int(bins), binning=binning, atoms=atoms,
-                  adaptive=binning == "privtree" and "bins" not in spec)
+                  adaptive=binning in ("privtree", "quantiles") and "bins" not in spec)
     col = ColumnSpec(**kw)
     if col.base_size > MAX_COLUMN_VALUES:
         raise bad(f"{col.base_size} values would exceed memory (at most {MAX_COLUMN_VALUES})")
     return col
+
+
+def _dp_bounds_keys(spec: Mapping, typ: str, bad) -> dict:
+    """ColumnSpec fields of a ``"bounds": "dp"`` column (checked now, applied by :meth:`ColumnSpec.with_bounds`)."""
+    if spec["bounds"] != "dp":
+        raise bad(f"\"bounds\" must be \"dp\" (DP bounds) or absent (then give min and max), got {spec['bounds']!r}")
+    if "min" in spec or "max" in spec:
+        raise bad("\"bounds\": \"dp\" replaces min and max: give one or the other")
+    binning = spec.get("binning")
+    if binning not in (None, "uniform", "privtree", "quantiles"):
+        raise bad(f"with \"bounds\": \"dp\" binning must be uniform, privtree or quantiles (exact needs public "
+                  f"bounds), got {binning!r}")
+    bins = spec.get("bins", DEFAULT_ADAPTIVE_BINS if binning in (None, "privtree", "quantiles") and "bins" not in spec
+                    else DEFAULT_BINS)
+    if not isinstance(bins, numbers.Integral) or isinstance(bins, bool) or bins < 1:
+        raise bad(f"bins must be a positive integer, got {bins!r}")
+    eff = binning or ("uniform" if "bins" in spec else "privtree")
+    if eff == "privtree" and bins < 2:
+        raise bad("privtree binning needs bins >= 2 (bins caps the number of bins it may make)")
+    given: list[tuple[str, Any]] = [(k, spec[k]) for k in ("binning", "bins") if k in spec]
+    atoms: tuple = ()
+    if "atoms" in spec:
+        atoms = spec["atoms"]
+        if not isinstance(atoms, (list, tuple)) or not all(_is_number(a) for a in atoms):
+            raise bad(f"\"atoms\" must be a list of numbers, got {atoms!r}")
+        if typ == "integer" and not all(float(a).is_integer() for a in atoms):
+            raise bad("atoms of an integer column must be whole numbers")
+        atoms = tuple(sorted({float(a) for a in atoms}))
+        given.append(("atoms", atoms))
+    return dict(dp_bounds=True, binning=eff, bins=int(bins), atoms=atoms, given=tuple(given),
+                adaptive=eff in ("privtree", "quantiles") and "bins" not in spec)
 
 
 def _timestamp_units(t: pd.Timestamp, step_ns: int) -> float:
@@ -406,20 +503,30 @@ class Schema:
 
     @property
     def needs_dp(self) -> bool:
-        """Whether some column asks for a DP preprocessing step (PrivTree or rare merging)."""
-        return any(c.dp_step for c in self.columns)
+        """Whether some column asks for a DP preprocessing step (PrivTree, rare merging, DP bounds or values)."""
+        return any(c.dp_step or c.dp_discovery for c in self.columns)
+
+    @property
+    def needs_delta(self) -> bool:
+        """Whether some column asks for DP value discovery (approximate zCDP: spends part of δ)."""
+        return any(c.dp_values for c in self.columns)
 
     def dtypes(self) -> dict[str, Any]:
         return {c.name: c.dtype() for c in self.columns}
 
     def public_encoding(self) -> "Schema":
-        """This schema with its DP steps replaced by public ones (PrivTree → uniform bins on the same
+        """This schema with its DP steps replaced by public ones (PrivTree, DP quantiles → uniform bins on the same
         bounds and bin count, no rare-category merging): an encoding fixed by the schema alone, for
-        comparing tables (evaluation), never for a release."""
+        comparing tables (evaluation), never for a release. A column with DP bounds or values has no
+        public encoding: :class:`SchemaError` (use the resolved schema of a run's report instead)."""
+        dp = [c.name for c in self.columns if c.dp_discovery]
+        if dp:
+            raise SchemaError(f"column(s) {dp} take their bounds or values from a DP step, so the schema alone fixes "
+                              "no encoding: give the resolved schema (a run report's preprocessing \"schema\")")
         spec = self.to_dict()
         for col in spec["columns"].values():
             col.pop("merge_rare", None)
-            if col.get("binning") == "privtree":
+            if col.get("binning") in ("privtree", "quantiles"):
                 col["binning"] = "uniform"
         spec.pop("draft", None)
         return Schema.from_dict(spec, source=self.source)
