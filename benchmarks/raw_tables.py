@@ -145,7 +145,8 @@ def run(name: str, out: dict, path: Path, labels=("before", "after")) -> None:
         row[label] = {"tv2": mean_tv2(train, syn, schema), "acc": accuracy(syn, test, target, schema),
                       "seconds": time.perf_counter() - t0,
                       "rho_preprocess_share": m.rho_preprocess_ / m.rho_total,
-                      "measured": len(m.measurements_)}
+                      "measured": len(m.measurements_),
+                      "load_avg_1m": os.getloadavg()[0]}  # the machine is shared: seconds are under load
         print(name, label, row[label], flush=True)
     out[name] = row
     path.write_text(json.dumps(out, indent=1))
