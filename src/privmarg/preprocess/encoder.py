@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from statistics import NormalDist
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -788,9 +788,7 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
                 out[ok] = np.clip(v, spec.lo, spec.hi)
                 return pd.Series(out, dtype="float64")
         if spec.lattice:  # bin j holds the integers left .. right-1, less the atoms (codes of their own)
-            if exact is not None:
-                pass
-            else:
+            if exact is None:
                 v = _free_integers(left, right, c.atoms, None if midpoint else rng.random(len(j)))
             if is_atom.any() and exact is None:
                 v[is_atom] = c.atoms[j[is_atom] - n_bins]
