@@ -299,6 +299,12 @@ def test_heavy_integer_values_are_coded_exactly_and_charged():
     # the point masses come back exactly; other values never land on them (not smeared over a bin)
     for v in (55, 149):
         assert (out == v).sum() == (df["seats"] == v).sum()
+    # replace-one neighbours: the value counts' sensitivity is sqrt(2), the charges unchanged
+    acc1 = Accountant(1.0, "replace_one")
+    TableEncoder(SEATS).fit(df, acc1, 0.03, np.random.default_rng(0), rho_model=0.27)
+    led1 = [e.to_dict() for e in acc1.ledger]
+    assert math.isclose(led1[1]["l2_sensitivity"], math.sqrt(2), rel_tol=1e-12)
+    assert all(math.isclose(e["rho"], 0.01, rel_tol=1e-12) for e in led1)
     # same data, schema, budget and seed: same atoms and edges (nothing else decides them)
     enc2 = TableEncoder(SEATS).fit(df, Accountant(1.0), 0.03, np.random.default_rng(0), rho_model=0.27)
     np.testing.assert_array_equal(enc2.codecs_["seats"].atoms, c.atoms)
