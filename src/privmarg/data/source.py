@@ -153,9 +153,9 @@ class ColumnCounts:
             x = np.asarray(self._cols[name], dtype=float)
             xs = self._sorted[name] = np.sort(x[~np.isnan(x)])
 
-        def count(left: float, right: float, closed: bool) -> int:
+        def count(left, right, closed: bool):  # scalars, or arrays of intervals (vectorized)
             a = np.searchsorted(xs, left, side="left")
             b = np.searchsorted(xs, right, side="right" if closed else "left")
-            return int(b - a)
+            return int(b - a) if np.ndim(b) == 0 else (b - a).astype(np.int64)
 
         return count

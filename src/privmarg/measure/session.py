@@ -197,7 +197,9 @@ class MeasurementSession:
         :meth:`gaussian`)."""
         count: Callable = self.source.range_counter(column)
         last = len(edges) - 2
-        bins = np.array([count(edges[j], edges[j + 1], j == last) for j in range(last + 1)], dtype=float)
+        edges = np.asarray(edges, dtype=float)
+        bins = np.asarray(count(edges[:-1], edges[1:], False), dtype=float)  # half-open, vectorized
+        bins[last] = count(edges[last], edges[last + 1], True)  # the last interval closed
         at = np.array([count(p, p, True) for p in points], dtype=float)
         if len(points):
             j = np.clip(np.searchsorted(edges, points, side="right") - 1, 0, last)

@@ -46,16 +46,18 @@ def bin_index(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.clip(j, 0, len(edges) - 2).astype(np.int64)
 
 
-def privtree_edges(session, column: str, col: ColumnSpec, rho: float, threshold: float = 0.0) -> np.ndarray:
+def privtree_edges(session, column: str, col: ColumnSpec, rho: float, threshold: float = 0.0,
+                   max_depth: int | None = None) -> np.ndarray:
     """PrivTree bins for ``col`` through ``session`` (a preprocessing
     :class:`~privmarg.measure.MeasurementSession` over the raw columns); charges ``rho`` first.
 
     The root interval is the schema's public range (never the data's); at most ``col.bins`` bins
-    (depth ``floor(log2 bins)``); ``threshold``: PrivTree's θ in rows (public); see :func:`privmarg.privacy.privtree.privtree_split`.
+    (depth ``floor(log2 bins)``, or ``max_depth`` when given: leaves to be merged into bins later);
+    ``threshold``: PrivTree's θ in rows (public); see :func:`privmarg.privacy.privtree.privtree_split`.
     """
     hi_end = col.hi + 1 if col.lattice else col.hi
-    return session.privtree(column, col.lo, hi_end, lattice=col.lattice,
-                            max_depth=int(math.floor(math.log2(col.bins))), rho=rho,
+    depth = int(math.floor(math.log2(col.bins))) if max_depth is None else int(max_depth)
+    return session.privtree(column, col.lo, hi_end, lattice=col.lattice, max_depth=depth, rho=rho,
                             what=f"PrivTree bins {col.name}", threshold=threshold)
 
 

@@ -14,9 +14,10 @@ the schema asks for them, by DP preprocessing steps charged to the caller's acco
   ``binning: quantiles``: DP quantile bins from a fine public grid.
 
 Codes of a column: its bins / kept values in order, then its atoms or the merged-rare group (if any),
-then missing. Decoding returns atoms exactly, draws other numeric values within their bin (uniformly;
-in adaptive bins leaf by leaf in proportion to the noisy leaf counts; or the bin midpoint), never
-yields an atom from an integer bin, rounds integers,
+then missing. Atoms are the schema's (or its defaults: bounds and 0) and, for adaptive integer
+columns, the heavy values found with DP counts. Decoding returns atoms exactly, draws other numeric
+values within their bin (uniformly; in adaptive bins leaf by leaf in proportion to the noisy leaf
+counts; or the bin midpoint), never yields an atom from an integer bin, rounds integers,
 restores datetimes, categories and missing values, and draws merged rare categories uniformly from
 their group.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -43,6 +45,15 @@ from .discovery import discover_values
 from .merging import RARE_THRESHOLD, rare_categories
 
 __all__ = ["ColumnCodec", "TableEncoder"]
+
+#: integer columns with at most this many values (binned adaptively by default) look for heavy values
+HEAVY_MAX_VALUES = 2**16
+#: expected number of values of a column that pass the heavy-value test by noise alone
+HEAVY_FALSE_VALUES = 0.05
+#: PrivTree's depth cap for the leaves of an adaptive column (they are merged into at most ``bins``
+#: bins afterwards, so the cap on bins need not cap the leaves: dense data gets narrow leaves, and
+#: decoding within a bin follows them; PrivTree's bias stops the tree where data is thin)
+ADAPTIVE_LEAF_DEPTH = 16
 
 _TRUE = {"true", "t", "yes", "y", "1"}
 _FALSE = {"false", "f", "no", "n", "0"}
@@ -561,34 +572,53 @@ def _resolved(col: ColumnSpec, found: dict | None) -> ColumnSpec:
 
 
 def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, columns: int) -> ColumnCodec:
-    """The default binning of a wide numeric column (issue #15); charges ``rho`` zCDP in two halves.
-    ``binning: quantiles`` skips step 1 (a public fine grid, :func:`~.binning.quantile_grid`, instead of
-    the PrivTree leaves; all its atoms kept) and spends the whole ``rho`` on step 2; it merges into
-    ``bins`` bins when given.
+    """The default binning of a wide numeric column (issue #15); charges ``rho`` zCDP, in two halves,
+    or in three thirds for an integer column of at most :data:`HEAVY_MAX_VALUES` values.
+    ``binning: quantiles`` skips steps 1 and 2 (a public fine grid, :func:`~.binning.quantile_grid`,
+    instead of the PrivTree leaves; all its atoms kept) and spends the whole ``rho`` on step 3; it
+    merges into ``bins`` bins when given.
 
-    1. PrivTree (``rho/2``, θ = 0, depth cap ``log2 bins``) splits the public range into leaves, finest
-       where the data is dense; the atoms whose leaf reached the finest width keep codes of their own.
-    2. The Gaussian mechanism (``rho/2``, Δ₂ = 1 add/remove, √2 replace-one) releases the count of each
-       leaf (atom values left out) and of each kept atom.
-    3. Free post-processing: leaves are merged into about :func:`resolution_bins` bins of equal noisy
-       mass (DP quantiles), so each 2-way marginal cell can hold more rows than noise; decoding draws a
-       leaf within the bin in proportion to its noisy count, then a value uniformly within the leaf, so
-       a wide tail bin does not spread its rows evenly up to the bound.
+    1. PrivTree (θ = 0, depth cap :data:`ADAPTIVE_LEAF_DEPTH`, not ``log2 bins``) splits the public range
+       into leaves, finest where the data is dense (its bias stops it where data is thin); the schema's
+       atoms whose leaf reached the width of ``log2 bins`` levels keep codes of their own.
+    2. Integer columns: the noisy count of every value (:func:`_heavy_values`); values far above the
+       noise (point masses: a common seat count, a delay of 0 minutes) become atoms too, at most
+       ``bins // 2`` of them, and the bins below shrink by as many (the schema's bound on codes holds).
+    3. The Gaussian mechanism (Δ₂ = 1 add/remove, √2 replace-one) releases the count of each leaf
+       (atom values left out) and of each atom.
+    4. Free post-processing: leaves are merged into about :func:`resolution_bins` bins (at most
+       ``bins`` less the heavy atoms) of equal noisy mass (DP quantiles), so each 2-way marginal cell
+       can hold more rows than noise; decoding draws a leaf within the bin in proportion to its noisy
+       count, then a value within the leaf (never an atom of an integer column), so a wide tail bin
+       does not spread its rows evenly up to the bound.
     """
+    heavy = col.binning != "quantiles" and col.type == "integer" and col.hi - col.lo + 1 <= HEAVY_MAX_VALUES
+    l2 = marginal_l2(session.neighbour)
+    n_heavy = 0
     if col.binning == "quantiles":  # a public fine grid instead of the tree: the whole rho on its counts
         leaves, atoms, rho_counts = quantile_grid(col), np.asarray(col.atoms, dtype=float), rho
     else:
-        leaves = privtree_edges(session, col.name, col, rho / 2)
-        atoms, rho_counts = _dense_atoms(col, leaves, np.asarray(col.atoms, dtype=float)), rho / 2
-    l2 = marginal_l2(session.neighbour)
+        part = rho / 3 if heavy else rho / 2
+        leaves = privtree_edges(session, col.name, col, part, max_depth=ADAPTIVE_LEAF_DEPTH)
+        atoms = _dense_atoms(col, leaves, np.asarray(col.atoms, dtype=float))
+        if heavy:
+            found = _heavy_values(session, col, part, l2, col.bins // 2)
+            n_heavy = len(np.setdiff1d(found, atoms))
+            atoms = np.union1d(atoms, found)
+        rho_counts = rho - 2 * part if heavy else rho - part
     sigma = gaussian_sigma(rho_counts, l2)
     counts = session.range_histogram(col.name, leaves, atoms)
     noisy = session.gaussian(counts, sigma, l2, f"bin counts {col.name}", counts=True)
     leaf_w = np.maximum(noisy[:len(leaves) - 1], 0.0)
+    if heavy and len(atoms):  # a leaf whose integers are all atoms holds no other value
+        inside = np.searchsorted(atoms, leaves[1:], side="left") - np.searchsorted(atoms, leaves[:-1], side="left")
+        leaf_w[np.diff(leaves) <= inside] = 0.0
     rows = float(np.maximum(noisy, 0.0).sum())
     target = resolution_bins(rows, columns, rho_model)
     if col.binning == "quantiles":  # bins when given; the cap on the grid's merged cells otherwise
         target = min(target, col.bins) if col.adaptive else col.bins
+    else:
+        target = min(target, col.bins - n_heavy)
     group = merge_leaves(leaf_w, target)
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
     edges = np.r_[leaves[starts], leaves[-1]]
@@ -604,6 +634,26 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
                         leaf_scale=_leaf_decay(leaf_w, width))
     codec.rows_estimate = rows
     return codec
+
+
+def _heavy_values(session, col: ColumnSpec, rho: float, l2: float, most: int) -> np.ndarray:
+    """Integer values that hold many rows (point masses: a common seat count, a delay of 0 minutes),
+    to be coded exactly as atoms instead of being smeared over a bin; charges ``rho`` zCDP.
+
+    The Gaussian mechanism (Δ₂ = ``l2``) releases the count of every integer of the public range
+    ``min..max`` (a fixed domain, so no δ is needed); a value is heavy when its noisy count exceeds
+    ``z·σ`` with ``z`` the normal quantile at which :data:`HEAVY_FALSE_VALUES` values are expected to
+    pass by noise alone (``Pr[N(0,1) > z] = HEAVY_FALSE_VALUES / values``: a false atom far in a tail
+    would collect noise mass there). At most ``most``, the largest first. The selection is
+    post-processing of the noisy counts: free."""
+    values = np.arange(col.lo, col.hi + 2, dtype=float)  # one interval [v, v+1) per integer
+    sigma = gaussian_sigma(rho, l2)
+    counts = session.range_histogram(col.name, values, np.array([], dtype=float))
+    noisy = session.gaussian(counts, sigma, l2, f"value counts {col.name}", counts=True)
+    z = NormalDist().inv_cdf(1.0 - HEAVY_FALSE_VALUES / len(counts))
+    hit = np.flatnonzero(noisy > z * sigma)
+    hit = hit[np.argsort(-noisy[hit], kind="stable")[:most]]
+    return np.sort(values[hit])
 
 
 def _leaf_decay(counts: np.ndarray, width: np.ndarray) -> np.ndarray:
@@ -801,6 +851,26 @@ def _column_codes(c: ColumnCodec, v: np.ndarray) -> np.ndarray:
     return code
 
 
+def _free_integers(left: np.ndarray, right: np.ndarray, atoms: np.ndarray, u: np.ndarray | None) -> np.ndarray:
+    """An integer of ``left .. right-1`` that is not an atom, per row: the ``floor(u·n)``-th of the
+    ``n`` such integers (``u=None``: the middle one); where every integer is an atom, one of them."""
+    a = np.asarray(atoms, dtype=float)
+    width = right - left
+    start = np.searchsorted(a, left, side="left")
+    n = width - (np.searchsorted(a, right, side="left") - start)
+    none = n <= 0
+    m = np.where(none, width, n)
+    r = np.floor((m - 1) / 2 + 0.5) if u is None else np.minimum(np.floor(u * m), m - 1)
+    v = left + r
+    if len(a) and not none.all():
+        for _ in range(len(a) + 1):  # the r-th free integer: skip the atoms at or below it (monotone)
+            nxt = np.where(none, v, left + r + np.searchsorted(a, v, side="right") - start)
+            if np.array_equal(nxt, v):
+                break
+            v = nxt
+    return v
+
+
 def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, midpoint: bool,
                    exact: np.ndarray | None = None) -> pd.Series:
     spec = c.spec
@@ -834,19 +904,9 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
                 out = np.full(n, np.nan)
                 out[ok] = np.clip(v, spec.lo, spec.hi)
                 return pd.Series(out, dtype="float64")
-        if spec.lattice:  # bin j holds the integers left .. right-1
-            if len(c.atoms):  # ... less the atoms at its ends (they have their own codes)
-                l2 = left + np.isin(left, c.atoms)
-                r2 = right - np.isin(right - 1, c.atoms)
-                ok2 = r2 > l2
-                left, right = np.where(ok2, l2, left), np.where(ok2, r2, right)
-            if exact is not None:
-                pass
-            elif midpoint:
-                v = np.floor((left + right - 1) / 2 + 0.5)
-            else:
-                v = left + np.floor(rng.random(len(j)) * (right - left))
-                v = np.minimum(v, right - 1)
+        if spec.lattice:  # bin j holds the integers left .. right-1, less the atoms (codes of their own)
+            if exact is None:
+                v = _free_integers(left, right, c.atoms, None if midpoint else rng.random(len(j)))
             if is_atom.any() and exact is None:
                 v[is_atom] = c.atoms[j[is_atom] - n_bins]
             v = v.astype(np.int64)
