@@ -286,7 +286,8 @@ def test_cli_fit_with_dp_columns_decodes_to_valid_values(tmp_path: Path, method,
     assert "only-once" not in found["city"]["values"]
     led = rep["privacy"]["ledger"]
     assert all(recompute_rho(e) == pytest.approx(e["rho"], rel=1e-9) for e in led)
-    assert [e["mechanism"] for e in led].count(("discrete_" if noise == "discrete" else "") + "gaussian_threshold") == 1
+    thr = ("discrete_" if noise == "discrete" else "") + "gaussian_threshold"
+    assert [e["what"].split()[0] for e in led if e["mechanism"] == thr] == ["DP", "heavy"]  # city's values, then income's heavy values
     assert rep["privacy"]["delta_spent"] == pytest.approx(sum(recompute_delta(e) for e in led), rel=1e-12)
 
 

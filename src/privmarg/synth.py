@@ -125,10 +125,12 @@ class Synthesizer(Released):
         schema = as_schema(domain) if domain is not None and not isinstance(domain, Domain) else None
         delta_disc = 0.0
         self.rho_total = self._calibrate()  # the target's, whatever an earlier failed fit set
-        if schema is not None and schema.needs_delta:  # DP value discovery spends part of delta
-            if rho_given:
-                raise ValueError("the schema asks for DP value discovery (\"values\": \"dp\"), which spends part of "
-                                 "delta: give epsilon and delta, not rho")
+        if schema is not None and schema.requires_delta and rho_given:
+            raise ValueError("the schema asks for DP value discovery (\"values\": \"dp\"), which spends part of "
+                             "delta: give epsilon and delta, not rho")
+        if schema is not None and schema.needs_delta and not rho_given:
+            # DP value discovery and heavy values of float columns spend part of delta (with rho given there
+            # is no delta: heavy-value search is skipped, with a warning)
             delta_disc = discovery_delta(self.delta, True)
             self.rho_total = cdp_rho(self.epsilon, self.delta - delta_disc)
         accountant = Accountant(self.rho_total, self.neighbour, None if rho_given else self.epsilon,

@@ -140,8 +140,13 @@ class ColumnCounts:
 
     def value_counts(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """The distinct value keys of column ``name`` (strings; None = missing, not counted), sorted,
-        and their counts (for a charged key discovery)."""
-        x = np.asarray(self._cols[name], dtype=object)
+        and their counts (for a charged key discovery); a numeric column (floats, NaN = missing): its
+        distinct numbers."""
+        col = self._cols[name]
+        if isinstance(col, np.ndarray) and col.dtype.kind == "f":
+            keys, counts = np.unique(col[~np.isnan(col)], return_counts=True)
+            return keys, counts.astype(float)
+        x = np.asarray(col, dtype=object)
         x = x[x != None].astype(str)  # noqa: E711 (elementwise)
         keys, counts = np.unique(x, return_counts=True)
         return keys, counts.astype(float)

@@ -38,7 +38,8 @@ from ..measure import MeasurementSession
 from ..core import Domain, StructuralZero
 from ..privacy import Accountant, BudgetExceededError, gaussian_sigma, marginal_l2
 from ..schema import ColumnSpec, Schema, as_schema, value_key
-from ..schema.model import DATETIME_UNITS
+from ..privacy.discovery import keys_at_risk, threshold_for
+from ..schema.model import DATETIME_UNITS, HEAVY_FIXED_MAX_VALUES
 from .binning import bin_index, merge_leaves, privtree_edges, quantile_grid, resolution_bins, uniform_edges
 from .bounds import GRID_MAX_EXP, dp_bounds
 from .discovery import discover_values
@@ -47,7 +48,8 @@ from .merging import RARE_THRESHOLD, rare_categories
 __all__ = ["ColumnCodec", "TableEncoder"]
 
 #: integer columns with at most this many values (binned adaptively by default) look for heavy values
-HEAVY_MAX_VALUES = 2**16
+#: by fixed-domain counts; wider ones and float columns by thresholded counts (δ)
+HEAVY_MAX_VALUES = HEAVY_FIXED_MAX_VALUES
 #: expected number of values of a column that pass the heavy-value test by noise alone
 HEAVY_FALSE_VALUES = 0.05
 #: PrivTree's depth cap for the leaves of an adaptive column (they are merged into at most ``bins``
@@ -185,6 +187,8 @@ class TableEncoder:
                     f"({accountant.rho_remaining:.6g})")
             n_values = sum(c.dp_values for c in disc)
             delta_left = accountant.delta_budget - accountant.delta_spent
+            n_delta = sum(c.dp_values or c.heavy_threshold for c in self.schema)
+            delta_col = delta_left / n_delta if n_delta and delta_left > 0 else 0.0
             if n_values and not delta_left > 0:
                 raise BudgetExceededError(
                     "\"values\": \"dp\" (DP value discovery) spends part of delta, but the accountant has none "
@@ -219,7 +223,7 @@ class TableEncoder:
                             f"noise, so values spread thinly may lie outside the DP bounds [{spec.min}, {spec.max}] "
                             "(clipped to them): give public bounds or a larger budget")
                 else:
-                    values, info = discover_values(session, col, rho_col, delta_left / n_values)
+                    values, info = discover_values(session, col, rho_col, delta_col)
                     spec = col.with_values(values)
                     prepared[col.name] = _codes_from_keys(spec, prepared[col.name])
                     info = {"step": "values", "values": [_jsonable(v) for v in values], **info}
@@ -240,7 +244,12 @@ class TableEncoder:
             if col.numeric:
                 atoms = np.asarray(col.atoms, dtype=float)
                 if col.dp_step == "quantiles" or (col.dp_step == "privtree" and col.adaptive):
-                    codec = _adaptive_codec(session, col, rho_col, rho_m, len(self.schema))
+                    delta = delta_col if col.heavy_threshold else 0.0
+                    if col.heavy_threshold and not delta > 0:
+                        self.warnings_.append(
+                            f"column {col.name!r}: no heavy-value search (it spends part of delta, and none is "
+                            "reserved: give epsilon and delta, not rho, or set \"heavy_values\": false)")
+                    codec = _adaptive_codec(session, col, rho_col, rho_m, len(self.schema), delta)
                     rows_seen.append(codec.rows_estimate)
                     codecs.append(codec)
                 elif col.dp_step == "privtree":
@@ -571,9 +580,12 @@ def _resolved(col: ColumnSpec, found: dict | None) -> ColumnSpec:
     return col
 
 
-def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, columns: int) -> ColumnCodec:
+def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, columns: int,
+                    delta: float = 0.0) -> ColumnCodec:
     """The default binning of a wide numeric column (issue #15); charges ``rho`` zCDP, in two halves,
-    or in three thirds for an integer column of at most :data:`HEAVY_MAX_VALUES` values.
+    or in three thirds where it looks for heavy values (an integer column of at most
+    :data:`HEAVY_MAX_VALUES` values; a float or wider integer column when ``delta`` > 0, which it then
+    spends as the approximate δ of the thresholded counts; ``"heavy_values": false``: never).
     ``binning: quantiles`` skips steps 1 and 2 (a public fine grid, :func:`~.binning.quantile_grid`,
     instead of the PrivTree leaves; all its atoms kept) and spends the whole ``rho`` on step 3; it
     merges into ``bins`` bins when given.
@@ -581,8 +593,10 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
     1. PrivTree (θ = 0, depth cap :data:`ADAPTIVE_LEAF_DEPTH`, not ``log2 bins``) splits the public range
        into leaves, finest where the data is dense (its bias stops it where data is thin); the schema's
        atoms whose leaf reached the width of ``log2 bins`` levels keep codes of their own.
-    2. Integer columns: the noisy count of every value (:func:`_heavy_values`); values far above the
-       noise (point masses: a common seat count, a delay of 0 minutes) become atoms too, at most
+    2. Integer columns: the noisy count of every value (:func:`_heavy_values`); float columns (and
+       wider integer ranges): thresholded noisy counts of the values present
+       (:func:`_threshold_heavy_values`). Values far above the noise (point masses: a common seat
+       count, a delay of 0 minutes, a rounded grid, an imputed constant) become atoms too, at most
        ``bins // 2`` of them, and the bins below shrink by as many (the schema's bound on codes holds).
     3. The Gaussian mechanism (Δ₂ = 1 add/remove, √2 replace-one) releases the count of each leaf
        (atom values left out) and of each atom.
@@ -592,7 +606,8 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
        count, then a value within the leaf (never an atom of an integer column), so a wide tail bin
        does not spread its rows evenly up to the bound.
     """
-    heavy = col.binning != "quantiles" and col.type == "integer" and col.hi - col.lo + 1 <= HEAVY_MAX_VALUES
+    fixed = col.binning != "quantiles" and col.heavy_fixed
+    heavy = fixed or (col.binning != "quantiles" and col.heavy_threshold and delta > 0)
     l2 = marginal_l2(session.neighbour)
     n_heavy = 0
     if col.binning == "quantiles":  # a public fine grid instead of the tree: the whole rho on its counts
@@ -602,7 +617,8 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
         leaves = privtree_edges(session, col.name, col, part, max_depth=ADAPTIVE_LEAF_DEPTH)
         atoms = _dense_atoms(col, leaves, np.asarray(col.atoms, dtype=float))
         if heavy:
-            found = _heavy_values(session, col, part, l2, col.bins // 2)
+            found = (_heavy_values(session, col, part, l2, col.bins // 2) if fixed
+                     else _threshold_heavy_values(session, col, part, l2, col.bins // 2, delta))
             n_heavy = len(np.setdiff1d(found, atoms))
             atoms = np.union1d(atoms, found)
         rho_counts = rho - 2 * part if heavy else rho - part
@@ -610,7 +626,7 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
     counts = session.range_histogram(col.name, leaves, atoms)
     noisy = session.gaussian(counts, sigma, l2, f"bin counts {col.name}", counts=True)
     leaf_w = np.maximum(noisy[:len(leaves) - 1], 0.0)
-    if heavy and len(atoms):  # a leaf whose integers are all atoms holds no other value
+    if heavy and col.lattice and len(atoms):  # a leaf whose integers are all atoms holds no other value
         inside = np.searchsorted(atoms, leaves[1:], side="left") - np.searchsorted(atoms, leaves[:-1], side="left")
         leaf_w[np.diff(leaves) <= inside] = 0.0
     rows = float(np.maximum(noisy, 0.0).sum())
@@ -654,6 +670,21 @@ def _heavy_values(session, col: ColumnSpec, rho: float, l2: float, most: int) ->
     hit = np.flatnonzero(noisy > z * sigma)
     hit = hit[np.argsort(-noisy[hit], kind="stable")[:most]]
     return np.sort(values[hit])
+
+
+def _threshold_heavy_values(session, col: ColumnSpec, rho: float, l2: float, most: int,
+                            delta: float) -> np.ndarray:
+    """Values of a float (or wide integer) column that hold many rows, to be coded exactly as atoms;
+    ``rho`` zCDP and ``delta`` approximate. No public list of the values exists, so the exact values
+    present are released by thresholded Gaussian counts (:meth:`MeasurementSession.frequent_values`):
+    σ = Δ₂/√(2ρ) (Δ₂ = ``l2``), ``τ = 1 + σ·Φ̄⁻¹(δ/keys_at_risk)`` (:func:`threshold_for`), so the
+    ledger holds ``ρ`` and ``approx_delta = δ`` and both recompute. At most ``most``, the largest noisy
+    counts first (free post-processing)."""
+    sigma = gaussian_sigma(rho, l2)
+    tau = threshold_for(sigma, delta, keys_at_risk(session.neighbour), discrete=session.noise == "discrete")
+    keys, noisy = session.frequent_values(col.name, sigma, l2, tau, f"heavy values {col.name}")
+    top = np.argsort(-noisy, kind="stable")[:most]
+    return np.sort(np.asarray(keys, dtype=float)[top])
 
 
 def _leaf_decay(counts: np.ndarray, width: np.ndarray) -> np.ndarray:

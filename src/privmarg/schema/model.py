@@ -32,7 +32,13 @@ numeric column gets ``privtree`` bins (at most :data:`DEFAULT_ADAPTIVE_BINS`, so
 number of rows and the budget: PrivTree's threshold θ is set so that a column gets about as many bins
 as a 2-way marginal can resolve, see :func:`privmarg.preprocess.binning.resolution_bins`) and, for integer and float columns,
 atoms at both bounds and at 0 when 0 lies strictly inside them (values clipped to a bound and
-zero-inflated columns decode exactly instead of being smeared over a bin). ``bins`` given without
+zero-inflated columns decode exactly instead of being smeared over a bin). Such adaptive integer and
+float columns also look for *heavy values* (values holding many rows: a rounded grid, an imputed or
+logged constant) by DP counts and code them as atoms too: integers of a range of at most
+:data:`HEAVY_FIXED_MAX_VALUES` values by noisy counts over the whole range (zCDP), float columns and
+wider integer ranges by thresholded noisy counts of the values present (approximate zCDP: it spends
+part of δ, so a run whose schema has such a column reserves δ for it); ``"heavy_values": false``
+turns this off for a column. ``bins`` given without
 ``binning`` means ``uniform`` (the behaviour of earlier versions); ``privtree`` alone caps at
 :data:`DEFAULT_ADAPTIVE_BINS`. Datetime also takes ``unit`` (``D`` default, ``h``, ``m``,
 ``s``): values are whole units since the epoch. Top-level and column keys starting with ``_`` are
@@ -88,13 +94,16 @@ MAX_MARGINAL_CELLS = 2**27
 DEFAULT_OTHER_LABEL = "__other__"
 #: cap on the values DP discovery (``"values": "dp"``) keeps when ``max_values`` is not given
 DEFAULT_MAX_VALUES = 100
+#: integer columns with at most this many values look for heavy values by fixed-domain noisy counts
+#: (no δ); wider integer columns and float columns by thresholded counts (approximate zCDP, δ)
+HEAVY_FIXED_MAX_VALUES = 2**16
 
 _COMMON_KEYS = {"type", "missing", "description"}
 _KEYS = {
     "categorical": _COMMON_KEYS | {"values", "other", "other_label", "merge_rare", "max_values"},
     "boolean": _COMMON_KEYS,
-    "integer": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms", "bounds"},
-    "float": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms", "bounds"},
+    "integer": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms", "bounds", "heavy_values"},
+    "float": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms", "bounds", "heavy_values"},
     "datetime": _COMMON_KEYS | {"min", "max", "bins", "binning", "unit"},
 }
 
@@ -143,6 +152,7 @@ class ColumnSpec:
     dp_bounds: bool = False  # "bounds": "dp": min/max come from a DP step (lo/hi NaN until resolved)
     dp_values: bool = False  # "values": "dp": the list comes from DP discovery (empty until resolved)
     max_values: int = DEFAULT_MAX_VALUES  # most values DP discovery keeps
+    heavy_values: bool = True  # adaptive integer/float columns: values holding many rows become atoms (DP)
     given: tuple = ()  # dp_bounds: the binning keys as written, ((key, value), ...), applied once resolved
     # derived: numeric bounds on the encoding axis (integer units for integer/datetime columns)
     lo: float = field(default=math.nan, compare=False)
@@ -172,6 +182,23 @@ class ColumnSpec:
     def dp_discovery(self) -> str | None:
         """The DP step that finds what a public schema would state: ``"bounds"``, ``"values"`` or None."""
         return "bounds" if self.dp_bounds else "values" if self.dp_values else None
+
+    @property
+    def heavy_fixed(self) -> bool:
+        """Heavy values by fixed-domain noisy counts of every integer of ``min..max`` (zCDP, no δ):
+        adaptive integer columns of at most :data:`HEAVY_FIXED_MAX_VALUES` values."""
+        return (self.heavy_values and self.type == "integer" and self.binning == "privtree" and self.adaptive
+                and not self.dp_bounds and self.hi - self.lo + 1 <= HEAVY_FIXED_MAX_VALUES)
+
+    @property
+    def heavy_threshold(self) -> bool:
+        """Heavy values by thresholded noisy counts of the values present (approximate zCDP: spends δ):
+        adaptive float columns and wider integer columns; a ``"bounds": "dp"`` one counts too (its range
+        is unknown before the run, so the δ is reserved for it)."""
+        if not (self.heavy_values and self.type in ("integer", "float") and self.binning == "privtree"
+                and self.adaptive):
+            return False
+        return self.dp_bounds or self.type == "float" or self.hi - self.lo + 1 > HEAVY_FIXED_MAX_VALUES
 
     @property
     def base_size(self) -> int:
@@ -259,6 +286,8 @@ class ColumnSpec:
                 out["atoms"] = [int(a) if self.lattice else float(a) for a in self.atoms]
             if self.type == "datetime" and self.unit != "D":
                 out["unit"] = self.unit
+            if not self.heavy_values:
+                out["heavy_values"] = False
         if self.missing:
             out["missing"] = True
         if self.description:
@@ -293,6 +322,10 @@ def _parse_column(name: str, spec: Any) -> ColumnSpec:
 
     kw: dict[str, Any] = {"name": name, "type": typ, "missing": flag("missing"),
                           "description": str(spec.get("description", ""))}
+    if "heavy_values" in spec:
+        if not isinstance(spec["heavy_values"], bool):
+            raise bad(f"'heavy_values' must be true or false, got {spec['heavy_values']!r}")
+        kw["heavy_values"] = spec["heavy_values"]
     if "max_values" in spec and spec.get("values") != "dp":
         raise bad("\"max_values\" is for \"values\": \"dp\"")
     if typ == "categorical" and spec.get("values") == "dp":
@@ -423,7 +456,7 @@ def _dp_bounds_keys(spec: Mapping, typ: str, bad) -> dict:
     eff = binning or ("uniform" if "bins" in spec else "privtree")
     if eff == "privtree" and bins < 2:
         raise bad("privtree binning needs bins >= 2 (bins caps the number of bins it may make)")
-    given: list[tuple[str, Any]] = [(k, spec[k]) for k in ("binning", "bins") if k in spec]
+    given: list[tuple[str, Any]] = [(k, spec[k]) for k in ("binning", "bins", "heavy_values") if k in spec]
     atoms: tuple = ()
     if "atoms" in spec:
         atoms = spec["atoms"]
@@ -508,7 +541,14 @@ class Schema:
 
     @property
     def needs_delta(self) -> bool:
-        """Whether some column asks for DP value discovery (approximate zCDP: spends part of δ)."""
+        """Whether some column asks for DP value discovery or heavy values by thresholded counts
+        (approximate zCDP: spends part of δ)."""
+        return any(c.dp_values or c.heavy_threshold for c in self.columns)
+
+    @property
+    def requires_delta(self) -> bool:
+        """Whether some column cannot do without δ (``"values": "dp"``); heavy-value search on float
+        columns is skipped, with a warning, where no δ is reserved (a budget given as ``rho``)."""
         return any(c.dp_values for c in self.columns)
 
     def dtypes(self) -> dict[str, Any]:
