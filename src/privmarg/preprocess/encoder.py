@@ -374,11 +374,17 @@ class TableEncoder:
 
     # ------------------------------------------------------------------------------ decoding
     def decode(self, codes: np.ndarray, rng: np.random.Generator | None = None, *,
-               midpoint: bool = False, exact: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+               midpoint: bool = False, exact: dict[str, np.ndarray] | None = None,
+               copula: bool = True) -> pd.DataFrame:
         """A DataFrame with the schema's columns and dtypes from integer codes over :attr:`domain`.
 
-        Numeric values are drawn uniformly within their bin (``midpoint=True``: the bin midpoint),
-        integers rounded, datetimes restored, merged rare categories drawn uniformly from their group.
+        Numeric values are drawn within their bin (``midpoint=True``: the bin midpoint), integers
+        rounded, datetimes restored, merged rare categories drawn uniformly from their group. Where two
+        or more numeric columns are binned, the positions within the bins are not independent
+        (``copula=True``, the default): they follow a Gaussian copula whose correlations are estimated
+        from ``codes`` themselves (:func:`_copula_positions`), so a monotone dependence between two
+        columns survives inside wide bins; ``copula=False``: independent uniform positions. Either way
+        every value lies in its row's code (post-processing of the codes alone: free).
         ``exact``: per column, values to put back as they are instead (from :meth:`encode_values`,
         one per row; they must lie in the rows' codes).
         """
@@ -392,10 +398,14 @@ class TableEncoder:
                 if lo[i] < 0 or hi[i] >= self.domain.shape[i]:
                     raise ValueError(f"column {a!r}: codes outside 0..{self.domain.shape[i] - 1}")
         rng = rng if rng is not None else np.random.default_rng()
+        names = self.schema.names
+        pos = {}
+        if copula and not midpoint and codes.shape[0] > 1:
+            pos = _copula_positions([self.codecs_[n] for n in names], codes.astype(np.int64), rng)
         out = {}
-        for j, name in enumerate(self.schema.names):
+        for j, name in enumerate(names):
             out[name] = _decode_column(self.codecs_[name], codes[:, j].astype(np.int64), rng, midpoint,
-                                       None if exact is None else exact.get(name))
+                                       None if exact is None else exact.get(name), pos.get(j))
         return pd.DataFrame(out)
 
     # ------------------------------------------------------------------------------ saving
@@ -902,13 +912,102 @@ def _free_integers(left: np.ndarray, right: np.ndarray, atoms: np.ndarray, u: np
     return v
 
 
+def _code_order(c: ColumnCodec) -> np.ndarray:
+    """The value order of a numeric column's main codes (bins by their left edge, atoms by value; an
+    atom at a bin's left edge first): ``order[r]`` is the code at rank ``r``."""
+    n_bins = len(c.edges) - 1
+    key = np.r_[c.edges[:-1], c.atoms]
+    atom_last = np.r_[np.ones(n_bins), np.zeros(len(c.atoms))]
+    return np.lexsort((atom_last, key))
+
+
+def _truncnorm(mu: np.ndarray, sd: float, a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One draw per row of ``N(mu, sd²)`` truncated to ``[a, b]`` (inverse CDF, on the side of the
+    smaller tail so that far-tail intervals keep their precision)."""
+    from scipy.special import ndtr, ndtri
+
+    lo, hi = (a - mu) / sd, (b - mu) / sd
+    flip = lo > 0  # both bounds in the upper tail: draw the mirror image
+    lo, hi = np.where(flip, -hi, lo), np.where(flip, -lo, hi)
+    p_lo, p_hi = ndtr(lo), ndtr(hi)
+    x = ndtri(p_lo + rng.random(len(mu)) * (p_hi - p_lo))
+    x = np.clip(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0), lo, hi)
+    x = np.clip(np.where(np.isfinite(x), x, np.where(np.isfinite(lo), lo, hi)), lo, hi)
+    return mu + sd * np.where(flip, -x, x)
+
+
+#: Gibbs sweeps per round and rounds (re-estimating the correlations) of :func:`_copula_positions`
+COPULA_SWEEPS = 4
+COPULA_ROUNDS = 3
+
+
+def _copula_positions(codecs: list[ColumnCodec], codes: np.ndarray, rng: np.random.Generator) -> dict[int, np.ndarray]:
+    """Within-bin positions in ``[0, 1)`` of the numeric columns, jointly drawn (free post-processing
+    of the synthetic codes; nothing else is read).
+
+    Each numeric column's codes, in value order, split ``[0, 1]`` into intervals of their share of the
+    rows (its empirical CDF); a latent standard normal ``z`` per cell lies in the normal image of its
+    row's interval (missing: unconstrained). The latent correlation matrix is estimated from the
+    codes (the correlation of their normal scores), then refined: Gibbs sweeps draw each ``z`` from
+    its conditional given the row's other columns, truncated to its interval, and the correlation is
+    re-estimated from the draws (a stochastic EM for the latent Gaussian copula). A row's position in
+    its bin is where ``Φ(z)`` falls inside its interval; the marginal of the codes is untouched.
+    Returns ``{column index: positions}`` for columns with bins (none when fewer than two)."""
+    from scipy.special import ndtr, ndtri
+
+    cols = [j for j, c in enumerate(codecs) if c.edges is not None]
+    if len(cols) < 2:
+        return {}
+    n = codes.shape[0]
+    lo_p, hi_p, a, b = [], [], [], []
+    for j in cols:
+        c = codecs[j]
+        code = codes[:, j]
+        miss = code >= c.n_main
+        order = _code_order(c)
+        rank = np.empty(c.n_main, dtype=np.int64)
+        rank[order] = np.arange(c.n_main)
+        share = np.bincount(rank[np.where(miss, 0, code)][~miss], minlength=c.n_main) / max(int((~miss).sum()), 1)
+        cum = np.r_[0.0, np.cumsum(share)]
+        r = rank[np.where(miss, 0, code)]
+        lo, hi = np.where(miss, 0.0, cum[r]), np.where(miss, 1.0, np.minimum(cum[r + 1], 1.0))
+        lo_p.append(lo)
+        hi_p.append(hi)
+        a.append(ndtri(lo))
+        b.append(ndtri(hi))
+    lo_p, hi_p, a, b = (np.column_stack(x) for x in (lo_p, hi_p, a, b))
+    z = np.nan_to_num(ndtri((lo_p + hi_p) / 2), nan=0.0)  # normal scores (missing: 0, the mean)
+    m = len(cols)
+    for _ in range(COPULA_ROUNDS):
+        corr = np.corrcoef(z, rowvar=False)
+        corr = np.nan_to_num(corr, nan=0.0)
+        np.fill_diagonal(corr, 1.0)
+        w, v = np.linalg.eigh(corr)  # nearest positive definite, unit diagonal
+        corr = (v * np.maximum(w, 1e-3)) @ v.T
+        d = np.sqrt(np.diag(corr))
+        prec = np.linalg.inv(corr / np.outer(d, d))
+        for _ in range(COPULA_SWEEPS):
+            for k in range(m):
+                mu = -(z @ prec[k] - prec[k, k] * z[:, k]) / prec[k, k]
+                z[:, k] = _truncnorm(mu, 1.0 / math.sqrt(prec[k, k]), a[:, k], b[:, k], rng)
+    width = hi_p - lo_p
+    with np.errstate(invalid="ignore", divide="ignore"):
+        u = np.where(width > 0, (ndtr(z) - lo_p) / np.where(width > 0, width, 1.0), 0.5)
+    u = np.clip(np.nan_to_num(u, nan=0.5), 0.0, np.nextafter(1.0, 0.0))
+    return {j: u[:, i] for i, j in enumerate(cols)}
+
+
 def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, midpoint: bool,
-                   exact: np.ndarray | None = None) -> pd.Series:
+                   exact: np.ndarray | None = None, pos: np.ndarray | None = None) -> pd.Series:
+    """One column's values from its codes; ``pos``: the rows' positions within their bins in
+    ``[0, 1)`` (monotone: a larger position never gives a smaller value; default independent uniform)."""
     spec = c.spec
     n = len(code)
     miss = code == c.missing_code if c.missing_code is not None else np.zeros(n, dtype=bool)
     ok = ~miss
     j = code[ok]
+    if c.edges is not None and not midpoint:
+        pos = rng.random(len(j)) if pos is None else np.asarray(pos, dtype=float)[ok]
     if c.edges is not None:
         n_bins = len(c.edges) - 1
         is_atom = j >= n_bins
@@ -919,13 +1018,16 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
             if spec.lattice:
                 v = np.round(v)
         if c.leaf_edges is not None and not midpoint and exact is None:  # a leaf in proportion to its noisy count
-            leaf = np.searchsorted(c.leaf_cum, jb + rng.random(len(jb)), side="right")
+            leaf = np.searchsorted(c.leaf_cum, jb + pos, side="right")
             leaf = np.minimum(leaf, len(c.leaf_edges) - 2)
             left, right = c.leaf_edges[leaf], c.leaf_edges[leaf + 1]
+            prev = np.where(leaf > 0, c.leaf_cum[np.maximum(leaf - 1, 0)], 0.0)
+            span = c.leaf_cum[leaf] - prev  # the rest of the position places the value inside the leaf
+            pos = np.clip((jb + pos - prev) / np.where(span > 0, span, 1.0), 0.0, np.nextafter(1.0, 0.0))
             if not spec.lattice:  # a draw from the leaf's (possibly decaying) density
                 sc = c.leaf_scale[leaf]
                 w = right - left
-                u = rng.random(len(leaf))
+                u = pos
                 a = np.abs(sc)
                 with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                     off = np.where(np.isfinite(a), -a * np.log1p(u * np.expm1(-w / a)), u * w)
@@ -937,7 +1039,7 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
                 return pd.Series(out, dtype="float64")
         if spec.lattice:  # bin j holds the integers left .. right-1, less the atoms (codes of their own)
             if exact is None:
-                v = _free_integers(left, right, c.atoms, None if midpoint else rng.random(len(j)))
+                v = _free_integers(left, right, c.atoms, None if midpoint else pos)
             if is_atom.any() and exact is None:
                 v[is_atom] = c.atoms[j[is_atom] - n_bins]
             v = v.astype(np.int64)
@@ -952,7 +1054,7 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
             ns[ok] = (v * DATETIME_UNITS[spec.unit]).astype("datetime64[ns]")
             return pd.Series(ns, dtype="datetime64[ns]")
         if exact is None:
-            v = (left + right) / 2 if midpoint else left + rng.random(len(j)) * (right - left)
+            v = (left + right) / 2 if midpoint else left + pos * (right - left)
         if is_atom.any() and exact is None:
             v[is_atom] = c.atoms[j[is_atom] - n_bins]
         out = np.full(n, np.nan)
