@@ -451,3 +451,29 @@ def test_synth_reserves_delta_for_heavy_float_values_and_the_statement_holds():
     # a budget given as rho has no δ: no reserve, the search skipped (with a warning), still runs
     m2 = Independent(rho=0.05, seed=0).fit(df, LEVELS)
     assert m2.accountant_.delta_spent == 0
+
+
+# ----------------------------------------------------------------------------- copula decoding
+def test_copula_decoding_keeps_monotone_dependence_inside_wide_bins():
+    """Two strongly dependent columns in 4 wide uniform bins each: positions drawn independently within
+    the bins lose much of the correlation; the copula estimated from the codes keeps it, and every
+    value still lies in its row's code (the codes' distribution is untouched)."""
+    rng = np.random.default_rng(0)
+    n = 20000
+    x = rng.uniform(0, 100, n)
+    df = pd.DataFrame({"x": x, "y": np.clip(x + rng.normal(0, 5, n), 0, 100), "k": rng.integers(0, 1000, n)})
+    schema = {"columns": {"x": {"type": "float", "min": 0, "max": 100, "bins": 4},
+                          "y": {"type": "float", "min": 0, "max": 100, "bins": 4},
+                          "k": {"type": "integer", "min": 0, "max": 999, "bins": 4}}}
+    enc = TableEncoder(schema).fit()
+    codes = enc.encode(df).codes
+    real = df[["x", "y"]].corr().iloc[0, 1]
+    ind = enc.decode(codes, np.random.default_rng(1), copula=False)
+    cop = enc.decode(codes, np.random.default_rng(1))
+    r_ind, r_cop = ind[["x", "y"]].corr().iloc[0, 1], cop[["x", "y"]].corr().iloc[0, 1]
+    assert real > 0.98 and r_ind < 0.9 and r_cop > 0.96, (real, r_ind, r_cop)
+    assert abs(cop[["x", "k"]].corr().iloc[0, 1]) < 0.05  # independent columns stay independent
+    np.testing.assert_array_equal(enc.encode(cop).codes, codes)
+    # within a bin the positions stay close to uniform (here the real ones are): x's first bin [0, 25)
+    inside = cop["x"][codes[:, 0] == 0]
+    assert abs(inside.mean() - 12.5) < 1.0 and inside.min() < 0.5 and inside.max() > 24.5
