@@ -286,8 +286,9 @@ def test_cli_fit_with_dp_columns_decodes_to_valid_values(tmp_path: Path, method,
     assert "only-once" not in found["city"]["values"]
     led = rep["privacy"]["ledger"]
     assert all(recompute_rho(e) == pytest.approx(e["rho"], rel=1e-9) for e in led)
+    # city's values, then income's heavy values (a float column with DP bounds)
     thr = ("discrete_" if noise == "discrete" else "") + "gaussian_threshold"
-    assert [e["what"].split()[0] for e in led if e["mechanism"] == thr] == ["DP", "heavy"]  # city's values, then income's heavy values
+    assert [e["what"].split()[0] for e in led if e["mechanism"] == thr] == ["DP", "heavy"]
     assert rep["privacy"]["delta_spent"] == pytest.approx(sum(recompute_delta(e) for e in led), rel=1e-12)
 
 

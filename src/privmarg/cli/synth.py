@@ -182,7 +182,8 @@ def synth(
               + f" ({time.perf_counter() - t0:.1f} s, fit {mech.fit_seconds_:.1f} s, "
                 f"peak memory {_mb(peak_memory_mb())})", highlight=False, soft_wrap=True)
     pr = mech.privacy_report()
-    disc = f"delta {pr['delta_spent']:.3g} of it on DP value discovery; " if pr.get("delta_spent") else ""
+    disc = (f"delta {pr['delta_spent']:.3g} of it on DP value discovery (category values, heavy numeric "
+            "values); " if pr.get("delta_spent") else "")
     err.print(f"privacy spent: epsilon {pr['epsilon_spent']:.4g} at delta {pr['delta']:g} "
               f"({disc}rho {pr['rho_spent']:.4g} zCDP, {pr['neighbour'].replace('_', '/')} neighbours, "
               f"{len(pr['ledger'])} charges)", highlight=False, soft_wrap=True)

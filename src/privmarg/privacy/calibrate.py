@@ -66,6 +66,7 @@ def preprocess_budget(rho_total: float, share: float, needs_dp: bool) -> float:
 
 
 #: share of the run's δ reserved for DP value discovery (approximate zCDP) when a schema asks for it
+#: (``"values": "dp"``, or a float column binned by default, whose heavy values are found the same way)
 DISCOVERY_DELTA_SHARE = 0.1
 
 
