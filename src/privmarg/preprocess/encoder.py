@@ -979,8 +979,8 @@ def _copula_positions(codecs: list[ColumnCodec], codes: np.ndarray, rng: np.rand
     z = np.nan_to_num(ndtri((lo_p + hi_p) / 2), nan=0.0)  # normal scores (missing: 0, the mean)
     m = len(cols)
     for _ in range(COPULA_ROUNDS):
-        corr = np.corrcoef(z, rowvar=False)
-        corr = np.nan_to_num(corr, nan=0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):  # a constant column: no correlation (0)
+            corr = np.nan_to_num(np.corrcoef(z, rowvar=False), nan=0.0)
         np.fill_diagonal(corr, 1.0)
         w, v = np.linalg.eigh(corr)  # nearest positive definite, unit diagonal
         corr = (v * np.maximum(w, 1e-3)) @ v.T
