@@ -15,9 +15,11 @@ the schema asks for them, by DP preprocessing steps charged to the caller's acco
 
 Codes of a column: its bins / kept values in order, then its atoms or the merged-rare group (if any),
 then missing. Atoms are the schema's (or its defaults: bounds and 0) and, for adaptive integer
-columns, the heavy values found with DP counts. Decoding returns atoms exactly, draws other numeric
-values within their bin (uniformly; in adaptive bins leaf by leaf in proportion to the noisy leaf
-counts; or the bin midpoint), never yields an atom from an integer bin, rounds integers,
+and float columns, the heavy values found with DP counts (fixed-domain counts for integer ranges;
+thresholded counts, which spend part of δ, for float columns). Decoding returns atoms exactly, draws
+other numeric values within their bin (in adaptive bins leaf by leaf in proportion to the noisy leaf
+counts; positions within bins jointly from a Gaussian copula estimated from the codes; or the bin
+midpoint), never yields an atom from an integer bin, rounds integers,
 restores datetimes, categories and missing values, and draws merged rare categories uniformly from
 their group.
 """
