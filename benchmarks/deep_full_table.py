@@ -19,14 +19,14 @@ METHODS = {"real": "real data", "dpmerf": "**DP-MERF**", "tabddpm": "**DP-TabDDP
 COLS = [("downstream", "down."), ("mean_f1", "mean F1"), ("tv_1way", "TV 1w"), ("tv_2way", "TV 2w"),
         ("sw1_2way", "SW1 2w"), ("workload_error_3way", "3-way"), ("covariance_error", "cov."),
         ("counting_query_error", "count."), ("thresholding_query_error", "thresh."),
-        ("range_query_error", "range"), ("conditional_query_error", "cond."), ("fit_seconds", "fit s"),
+        ("range_query_error", "range"), ("conditional_query_error", "cond."), ("fit_seconds", "fit s"), ("sample_seconds", "sample s"),
         ("cpu_seconds", "CPU s"), ("peak_rss_mb", "peak MB")]
 
 
 def fmt(v: float, col: str) -> str:
     if pd.isna(v):
         return "–"
-    if col in ("fit_seconds", "cpu_seconds", "peak_rss_mb"):
+    if col in ("fit_seconds", "sample_seconds", "cpu_seconds", "peak_rss_mb"):
         return f"{v:.0f}" if v >= 10 else f"{v:.1f}"
     return f"{v:.3f}" if abs(v) >= 0.01 or v == 0 else f"{v:.1e}"
 
