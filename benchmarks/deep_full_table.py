@@ -16,11 +16,12 @@ from privmarg.benchmark.summary import flatten
 
 METHODS = {"real": "real data", "dpmerf": "**DP-MERF**", "tabddpm": "**DP-TabDDPM**", "aim": "AIM*",
            "mst": "MST*", "privpgd": "PrivPGD*", "independent": "Independent*"}
-COLS = [("downstream", "down."), ("mean_f1", "mean F1"), ("tv_1way", "TV 1w"), ("tv_2way", "TV 2w"),
+COLS = [("downstream", "down."), ("mean_f1", "mean F1"), ("tv_1way", "TV 1w"),
+        ("tv_2way", "TV 2w"),
         ("sw1_2way", "SW1 2w"), ("workload_error_3way", "3-way"), ("covariance_error", "cov."),
         ("counting_query_error", "count."), ("thresholding_query_error", "thresh."),
-        ("range_query_error", "range"), ("conditional_query_error", "cond."), ("fit_seconds", "fit s"), ("sample_seconds", "sample s"),
-        ("cpu_seconds", "CPU s"), ("peak_rss_mb", "peak MB")]
+        ("range_query_error", "range"), ("conditional_query_error", "cond."), ("fit_seconds", "fit s"),
+        ("sample_seconds", "sample s"), ("cpu_seconds", "CPU s"), ("peak_rss_mb", "peak MB")]
 
 
 def fmt(v: float, col: str) -> str:

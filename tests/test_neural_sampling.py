@@ -29,7 +29,8 @@ def test_block_draws_follow_their_probabilities(one_torch_thread):
         assert np.abs(freq - want).max() < 0.01
     huge = torch.zeros(2, b.K)
     huge[:, 0] = 1e4  # attribute a far above the rest: b and c underflow under a row-wide shift
-    assert torch.isfinite(b.seg_softmax(huge)).all() and torch.allclose(b.seg_sum(b.seg_softmax(huge)), torch.ones(2, 3))
+    soft = b.seg_softmax(huge)
+    assert torch.isfinite(soft).all() and torch.allclose(b.seg_sum(soft), torch.ones(2, 3))
 
 
 def test_reverse_diffusion_matches_the_padded_posterior(one_torch_thread):

@@ -43,8 +43,8 @@ class OuterRows:
     ``pairs`` of ``vec(left[i] ⊗ right[i])`` (row-major, ``left``: n × p, ``right``: n × q), or of
     ``left[i]`` where ``right`` is None. This is exactly a linear layer's per-record gradient
     (weight: backprop ⊗ input; bias: backprop), so DP-SGD can clip per record without building the
-    n × P gradient matrix (Goodfellow 2015's per-example norm trick): ``‖row_i‖² = Σ ‖left[i]‖²·‖right[i]‖²``
-    and ``Σ_i w_i·row_i`` is one ``(w·left)ᵀ right`` product per pair. Row ``i`` depends only on
+    n × P gradient matrix (Goodfellow 2015's per-example norm trick):
+    ``‖row_i‖² = Σ ‖left[i]‖²·‖right[i]‖²`` and ``Σ_i w_i·row_i`` is one ``(w·left)ᵀ right`` product per pair. Row ``i`` depends only on
     the factors' row ``i``, so clipping each row bounds each record's contribution."""
 
     def __init__(self, pairs: list):
