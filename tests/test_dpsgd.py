@@ -171,6 +171,34 @@ def test_clipping_bounds_every_row_and_the_noise_has_the_charged_scale():
         assert np.mean(out) == pytest.approx(expect, abs=0.1) and np.std(out) == pytest.approx(0.5, rel=0.1)
 
 
+def test_outer_rows_clip_like_the_materialised_per_record_gradients(one_torch_thread):
+    """The factored per-record gradients (backprop ⊗ input) are the per-record gradients of a
+    small MLP (checked one record at a time with autograd), and their clipped sum is the
+    materialised matrix's clip_rows(...).sum(0)."""
+    import torch
+
+    from privmarg.generate.neural import mlp
+    from privmarg.privacy.dpsgd import OuterRows, clipped_row_sum
+    from privmarg.select.tabddpm import _LinearTaps
+
+    torch.manual_seed(0)
+    net = mlp(6, [5, 4], 3, "SiLU")
+    x, y = torch.randn(7, 6), torch.randn(7, 3)
+    tap = _LinearTaps(net)
+    loss = ((tap(x) - y) ** 2).sum(1) * torch.arange(1.0, 8.0)  # per-record losses of different size
+    back = torch.autograd.grad(loss.sum(), tap.outputs)
+    rows = OuterRows([p for b, a in zip(back, tap.inputs) for p in ((b, a), (b, None))])
+    dense = []
+    for i in range(7):
+        gi = torch.autograd.grad(((net(x[i:i + 1]) - y[i:i + 1]) ** 2).sum() * (i + 1), list(net.parameters()))
+        dense.append(torch.cat([g.reshape(-1) for g in gi]))
+    dense = torch.stack(dense)
+    assert rows.size == dense.shape[1] == sum(p.numel() for p in net.parameters())
+    assert torch.allclose(rows.norms(), dense.norm(dim=1), rtol=1e-5)
+    for clip in (1e-3, float(dense.norm(dim=1).median()), 1e6):  # all, some, none of the rows clipped
+        assert torch.allclose(clipped_row_sum(rows, clip), clip_rows(dense, clip).sum(0), rtol=1e-4, atol=1e-7)
+
+
 def test_poisson_batches_have_the_charged_rate():
     acc = Accountant.from_epsilon_delta(5.0, 1e-6)
     recs = np.arange(2000)[:, None]

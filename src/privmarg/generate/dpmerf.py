@@ -35,14 +35,14 @@ def rff(angles: Any) -> Any:
 
 
 def code_features(codes: np.ndarray, W: Any, domain: Domain) -> Any:
-    """φ of integer records (n × d codes): ``Σ_i W[offset_i + x_i]`` then cos/sin."""
+    """φ of integer records (n × d codes): ``Σ_i W[offset_i + x_i]`` (an embedding bag: memory
+    n × D/2, not n × d × D/2) then cos/sin."""
     import torch
+    import torch.nn.functional as F
 
     off = offsets(domain)
     idx = torch.as_tensor(np.asarray(codes, dtype=np.int64) + off[:-1], device=W.device)
-    angles = W[idx[:, 0]] if idx.shape[1] else W.new_zeros((len(idx), W.shape[1]))
-    for i in range(1, idx.shape[1]):  # one column at a time: memory n × D/2, not n × d × D/2
-        angles = angles + W[idx[:, i]]
+    angles = F.embedding_bag(idx, W, mode="sum") if idx.shape[1] else W.new_zeros((len(idx), W.shape[1]))
     return rff(angles)
 
 
@@ -62,6 +62,11 @@ class _Blocks:
         self.valid = self.pos >= 0
         self.safe = self.pos.clamp_min(0)
         self.K = int(off[-1])
+        # the flat layout (n × K, no padding): each column's attribute, each attribute's first column
+        self.blk = torch.as_tensor(np.repeat(np.arange(d), domain.shape), device=device)
+        self.start = torch.as_tensor(off[:-1], device=device)
+        self.k = torch.as_tensor(np.asarray(domain.shape, dtype=np.int64), device=device)
+        self.member = torch.nn.functional.one_hot(self.blk, d).float()  # K × d block indicator
 
     def padded(self, logits: Any) -> Any:
         """(n × K) → (n × d × kmax) with −inf padding."""
@@ -72,6 +77,53 @@ class _Blocks:
         """(n × d × kmax) → (n × K) (padding dropped)."""
         return padded[:, self.valid]
 
+    def seg_sum(self, x: Any) -> Any:
+        """Per-attribute sums of a flat (n × K) tensor → (n × d) (a product with the K × d block
+        indicator: on CPU far faster than a scatter)."""
+        return x @ self.member.to(x.dtype)
+
+    def spread(self, s: Any) -> Any:
+        """(n × d) per-attribute values → (n × K), each repeated over its block's columns."""
+        return s.index_select(1, self.blk)
+
+    def seg_softmax(self, logits: Any) -> Any:
+        """Softmax within each attribute's block of flat logits (n × K); differentiable."""
+        import torch
+
+        n = logits.shape[0]
+        with torch.no_grad():  # a shift (the softmax does not depend on it) keeps exp from overflowing
+            shift = logits.amax(1, keepdim=True)
+        e = (logits - shift).exp()
+        s = self.seg_sum(e)
+        if bool((s == 0).any()):  # a block far below the row's maximum underflowed: shift per block
+            with torch.no_grad():
+                shift = self.spread(logits.new_full((n, len(self.start)), float("-inf")).scatter_reduce(
+                    1, self.blk.expand(n, -1), logits, "amax"))
+            e = (logits - shift).exp()
+            s = self.seg_sum(e)
+        return e / self.spread(s)
+
+    def seg_sample(self, p: Any, gen: Any, normalised: bool = False) -> Any:
+        """Codes (n × d): one draw per attribute from flat nonnegative weights ``p`` (n × K, each
+        block with a positive sum; ``normalised``: each already sums to 1), by inverse CDF: d
+        uniforms per row and one float32 cumsum (CDF error ~1e-6, far below the models' noise)."""
+        import torch
+
+        q = p if normalised else p / self.spread(self.seg_sum(p))
+        c = q.cumsum(1)
+        before = c.index_select(1, self.start) - q.index_select(1, self.start)
+        span = c.index_select(1, self.start + self.k - 1) - before  # the block's total as summed
+        u = torch.rand(before.shape, generator=gen, device=p.device, dtype=c.dtype)
+        j = torch.searchsorted(c, before + u * span, right=True)
+        return torch.minimum((j - self.start).clamp_min(0), self.k - 1)
+
+    def uniform_codes(self, n: int, gen: Any) -> Any:
+        """Codes (n × d), each attribute uniform over its values."""
+        import torch
+
+        u = torch.rand((n, len(self.k)), generator=gen, device=self.k.device, dtype=torch.float64)
+        return torch.minimum((u * self.k).long(), self.k - 1)
+
     def gumbel(self, shape, gen: Any, device: Any) -> Any:
         import torch
 
@@ -79,18 +131,18 @@ class _Blocks:
         return -(-u.log()).log()
 
     def hard_sample(self, logits: Any, gen: Any, tau: float = 1.0) -> Any:
-        """Straight-through Gumbel-softmax: hard one-hots forward, softmax gradients backward."""
+        """Straight-through Gumbel-softmax on flat logits (n × K): hard one-hots forward (the
+        block's Gumbel-max), the softmax's gradients backward."""
         import torch
 
-        p = self.padded(logits)
-        y = torch.softmax((p + self.gumbel(p.shape, gen, p.device)) / tau, dim=-1)
-        hard = torch.zeros_like(y).scatter_(-1, y.argmax(-1, keepdim=True), 1.0)
-        return self.flat(hard - y.detach() + y)
-
-    def draw_codes(self, logits: Any, gen: Any) -> Any:
-        """Gumbel-max draws: codes (n × d)."""
-        p = self.padded(logits)
-        return (p + self.gumbel(p.shape, gen, p.device)).argmax(-1)
+        n = logits.shape[0]
+        scores = (logits + self.gumbel(logits.shape, gen, logits.device)) / tau
+        y = self.seg_softmax(scores)
+        with torch.no_grad():
+            top = scores.new_full((n, len(self.start)), float("-inf")).scatter_reduce(
+                1, self.blk.expand(n, -1), scores, "amax")
+            hard = (scores == self.spread(top)).to(y.dtype)
+        return hard - y.detach() + y
 
 
 class MERFModel(NeuralModel):
@@ -113,8 +165,9 @@ class MERFModel(NeuralModel):
         return self.net(z)
 
     def _sample(self, rows: int, gen: Any) -> np.ndarray:
-        out = [self.blocks.draw_codes(self.logits(min(rows - i, 8192), gen), gen).cpu().numpy()
-               for i in range(0, rows, 8192)]
+        b = self.blocks
+        out = [b.seg_sample(b.seg_softmax(self.logits(min(rows - i, 32768), gen)), gen, normalised=True).cpu().numpy()
+               for i in range(0, rows, 32768)]  # chunks: flat (rows × K) float tensors
         return np.concatenate(out).astype(np.int64)
 
 

@@ -94,7 +94,7 @@ class NeuralModel:
             return np.zeros((0, len(self.domain)), dtype=np.int64)
         dev = next(self.net.parameters()).device
         gen = torch_generator(rng, dev)
-        with torch.no_grad():
+        with torch.inference_mode():
             out = self._sample(rows, gen)
             for _ in range(self.max_tries):
                 bad = self._forbidden(out)

@@ -111,17 +111,34 @@ class TabDDPMModel(NeuralModel):
         return kl.sum(dim=(1, 2))
 
     def _sample(self, rows: int, gen: Any) -> np.ndarray:
+        """The reverse diffusion in the flat layout (rows × K, no padding). The first layer of the
+        denoiser on one-hot ``x_t`` is a sum of ``d`` weight columns (an embedding bag) plus the
+        step's constant (its time embedding). The posterior ``∝ (α_t·[x_t] + (1 − α_t)/k) ⊙ m``,
+        ``m = ᾱ_{t−1}·x̂_0 + (1 − ᾱ_{t−1})/k``, is drawn as the mixture it is: keep ``x_t`` with
+        probability ``α_t·m[x_t] / (α_t·m[x_t] + (1 − α_t)/k)``, else draw from ``m`` (from ``x̂_0``
+        with probability ``ᾱ_{t−1}``, else uniform): one categorical draw from ``x̂_0`` per step."""
         import torch
+        import torch.nn.functional as F
 
+        b, net, K = self.blocks, self.net, self.blocks.K
+        first, rest = net[0], net[1:]
+        wx = first.weight[:, :K].t().contiguous()  # K × h: one row per one-hot column
+        inv_k = 1.0 / b.k.float()  # (d,)
         out = []
-        for i in range(0, rows, 8192):  # chunks: padded (rows × d × max k) tensors
-            n = min(rows - i, 8192)
-            uniform = self.blocks.valid[None].float().expand(n, -1, -1) * self.inv_k
-            x = self.draw(uniform, gen)
+        for i in range(0, rows, 32768):  # chunks: a few flat (rows × K) float32 tensors
+            n = min(rows - i, 32768)
+            x = b.uniform_codes(n, gen)
             for step in range(self.params["timesteps"], 0, -1):
-                t = torch.full((n,), step, device=self.device, dtype=torch.long)
-                xt = self.onehot(x)
-                x = self.draw(self.posterior(xt, self.x0_probs(self.net, xt, t), t), gen)
+                t = torch.full((1,), step, device=self.device, dtype=torch.long)
+                const = first.weight[:, K:] @ self.temb(t)[0] + first.bias  # (h,)
+                idx = x + b.start
+                x0 = b.seg_softmax(rest(F.embedding_bag(idx, wx, mode="sum") + const))
+                a, ab = self.alpha[step], self.abar[step - 1]
+                y = b.seg_sample(x0, gen, normalised=True)
+                u = torch.rand((2, n, len(inv_k)), generator=gen, device=x.device)
+                y = torch.where(u[0] < ab, y, b.uniform_codes(n, gen))
+                stay = a * (ab * x0.gather(1, idx) + (1 - ab) * inv_k)
+                x = torch.where(u[1] * (stay + (1 - a) * inv_k) < stay, x, y)
             out.append(x.cpu().numpy())
         return np.concatenate(out).astype(np.int64)
 

@@ -2,8 +2,10 @@
 
 Training reads private records, so it happens here, through the session: one charged
 :meth:`~privmarg.measure.MeasurementSession.dp_sgd` phase, accounted in RDP and put on the run's
-zCDP ledger as its zCDP equivalent (:mod:`privmarg.privacy.rdp`). Per-record gradients come from
-Opacus's :class:`~opacus.GradSampleModule`; the session clips them to ``clip``, sums them and adds
+zCDP ledger as its zCDP equivalent (:mod:`privmarg.privacy.rdp`). The denoiser is a plain MLP, so
+each record's gradient is, layer by layer, its backprop ⊗ its layer input (bias: the backprop):
+the selector hands these factors to the session as :class:`~privmarg.privacy.dpsgd.OuterRows`,
+and the session computes every record's gradient norm from them, clips to ``clip``, sums and adds
 the Gaussian noise (noise multiplier calibrated before the first step so that the run's (ε, δ) is
 exactly met), and the optimiser (Adam) steps on the noisy mean. Batches: Poisson at rate
 ``q = B/Ñ`` under add/remove (``Ñ`` a released noisy count: the rate may not depend on the private
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,10 +59,10 @@ class TabDDPMSelector:
 
     def run(self, session, ctx: Context) -> Selection:
         import torch
-        from opacus import GradSampleModule
 
         from ..generate.neural import torch_generator
         from ..generate.tabddpm import TabDDPMModel
+        from ..privacy.dpsgd import OuterRows
 
         dom = session.domain
         rho = ctx.rho
@@ -78,20 +79,22 @@ class TabDDPMSelector:
                              device=self.device, init_seed=int(np.random.default_rng(init_ss).integers(2**62)))
         dev = model.device
         gen = torch_generator(np.random.default_rng(noise_ss), dev)
-        gsm = GradSampleModule(model.net, loss_reduction="sum")
         params = [p for p in model.net.parameters() if p.requires_grad]
         sizes = [p.numel() for p in params]
         P = int(sum(sizes))
+        tap = _LinearTaps(model.net)
+        if sum(sizes) != sum(lin.weight.numel() + lin.bias.numel() for lin in tap.linears):
+            raise TypeError("the denoiser must be Linear layers (with bias) and parameter-free activations")
 
-        def grads(codes: np.ndarray):
-            for p in params:
-                p.grad_sample = None
-                p.grad = None
+        def grads(codes: np.ndarray) -> OuterRows:
             x = torch.as_tensor(codes, dtype=torch.long, device=dev)
-            with warnings.catch_warnings():  # Opacus's hooks on a first layer whose input needs no gradient
-                warnings.filterwarnings("ignore", message="Full backward hook is firing")
-                model.loss(gsm, x, gen).sum().backward()
-            return torch.cat([p.grad_sample.reshape(len(codes), -1) for p in params], dim=1)
+            loss = model.loss(tap, x, gen).sum()
+            back = torch.autograd.grad(loss, tap.outputs)  # row i: d loss_i / d (layer output)_i
+            pairs = []
+            for b, a in zip(back, tap.inputs):
+                pairs += [(b, a), (b, None)]  # weight (out × in, row-major), then bias: the parameters' order
+            tap.clear()
+            return OuterRows(pairs)
 
         if session.neighbour == "add_remove":
             phase = session.dp_sgd(rho=rho, steps=steps, clip=self.clip, size=P, sample_rate=min(1.0, B / count),
@@ -107,19 +110,46 @@ class TabDDPMSelector:
             noisy = phase.step(grads, like=like) / phase.denominator
             for p, g in zip(params, torch.split(noisy, sizes)):
                 p.grad = g.reshape(p.shape).to(p.dtype)
-                p.grad_sample = None
             opt.step()
             if done % 200 == 0:
                 ctx.progress(f"tabddpm: DP-SGD step {done}/{steps}")
             if self.time_limit is not None and time.perf_counter() - t0 > self.time_limit:
                 break
         for p in params:
-            p.grad_sample = None
             p.grad = None
-        gsm.cleanup()  # hooks and per-record attributes off the network: the model keeps no trace of them
         model.net.eval()
         entry = session.accountant.ledger[-1].params
         ctx.progress(f"tabddpm: trained {done} of {steps} steps (noise multiplier {entry['noise_multiplier']:.3g})")
         return Selection(list(session.measurements), dom, model=model, released=list(session.measurements),
                          extra={"steps": steps, "steps_done": done, "batch_size": B,
                                 "noise_multiplier": entry["noise_multiplier"], "count": count})
+
+
+class _LinearTaps:
+    """Runs an ``nn.Sequential`` of Linear layers and parameter-free activations, keeping each
+    Linear layer's input (detached) and output (for per-record backprops): a layer's per-record
+    weight gradient is ``d loss_i/d output_i ⊗ input_i`` (records are independent rows)."""
+
+    def __init__(self, net: Any):
+        from torch import nn
+
+        self.net = net
+        self.linears = [m for m in net if isinstance(m, nn.Linear)]
+        self.clear()
+
+    def clear(self) -> None:
+        self.inputs: list = []
+        self.outputs: list = []
+
+    def __call__(self, x: Any) -> Any:
+        from torch import nn
+
+        self.clear()
+        for layer in self.net:
+            if isinstance(layer, nn.Linear):
+                self.inputs.append(x.detach())
+                x = layer(x)
+                self.outputs.append(x)
+            else:
+                x = layer(x)
+        return x
