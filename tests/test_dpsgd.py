@@ -171,32 +171,40 @@ def test_clipping_bounds_every_row_and_the_noise_has_the_charged_scale():
         assert np.mean(out) == pytest.approx(expect, abs=0.1) and np.std(out) == pytest.approx(0.5, rel=0.1)
 
 
-def test_outer_rows_clip_like_the_materialised_per_record_gradients(one_torch_thread):
-    """The factored per-record gradients (backprop ⊗ input) are the per-record gradients of a
-    small MLP (checked one record at a time with autograd), and their clipped sum is the
-    materialised matrix's clip_rows(...).sum(0)."""
+def test_ghost_clipping_equals_the_materialised_per_record_gradients(one_torch_thread):
+    """Opacus's ghost clipping as TabDDPM uses it (norms from the hooks, then one weighted backward
+    pass) gives the per-record gradient norms of a small MLP (checked one record at a time with
+    autograd), and its clipped sum is the materialised matrix's clip_rows(...).sum(0)."""
+    import warnings
+
     import torch
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
     from privmarg.generate.neural import mlp
-    from privmarg.privacy.dpsgd import OuterRows, clipped_row_sum
-    from privmarg.select.tabddpm import _LinearTaps
+    from privmarg.privacy.dpsgd import clipped_row_sum
+    from privmarg.select.tabddpm import _GhostRows
 
     torch.manual_seed(0)
     net = mlp(6, [5, 4], 3, "SiLU")
     x, y = torch.randn(7, 6), torch.randn(7, 3)
-    tap = _LinearTaps(net)
-    loss = ((tap(x) - y) ** 2).sum(1) * torch.arange(1.0, 8.0)  # per-record losses of different size
-    back = torch.autograd.grad(loss.sum(), tap.outputs)
-    rows = OuterRows([p for b, a in zip(back, tap.inputs) for p in ((b, a), (b, None))])
+    params = list(net.parameters())
     dense = []
     for i in range(7):
-        gi = torch.autograd.grad(((net(x[i:i + 1]) - y[i:i + 1]) ** 2).sum() * (i + 1), list(net.parameters()))
+        gi = torch.autograd.grad(((net(x[i:i + 1]) - y[i:i + 1]) ** 2).sum() * (i + 1), params)
         dense.append(torch.cat([g.reshape(-1) for g in gi]))
     dense = torch.stack(dense)
-    assert rows.size == dense.shape[1] == sum(p.numel() for p in net.parameters())
+    gsm = GradSampleModuleFastGradientClipping(net, loss_reduction="sum", max_grad_norm=1.0, use_ghost_clipping=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        losses = ((gsm(x) - y) ** 2).sum(1) * torch.arange(1.0, 8.0)  # per-record losses of different size
+        losses.sum().backward(retain_graph=True)
+    norms = gsm.get_norm_sample().detach()
+    gsm.disable_hooks()
+    rows = _GhostRows(losses, params, norms)
     assert torch.allclose(rows.norms(), dense.norm(dim=1), rtol=1e-5)
     for clip in (1e-3, float(dense.norm(dim=1).median()), 1e6):  # all, some, none of the rows clipped
         assert torch.allclose(clipped_row_sum(rows, clip), clip_rows(dense, clip).sum(0), rtol=1e-4, atol=1e-7)
+    gsm.cleanup()
 
 
 def test_poisson_batches_have_the_charged_rate():

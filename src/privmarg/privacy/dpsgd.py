@@ -10,9 +10,9 @@ construction: ``clip`` under add/remove, ``2·clip`` under replace-one (:func:`~
 that draws the batches (Poisson at rate ``q`` under add/remove; ``B`` records without replacement
 under replace-one), clips, sums and adds ``N(0, (z·Δ)²)`` noise, at most ``steps`` times.
 Vectors are numpy arrays or torch tensors (then noise is drawn by numpy and moved to the tensor's
-device and dtype), or :class:`OuterRows`: per-record vectors given as outer products (a linear
-layer's per-record gradient is ``backprop ⊗ input``), whose norms and clipped sum are computed here
-from the factors without materialising the n × P matrix. Noise comes from the run's noise generator only.
+device and dtype), or an object holding the per-record vectors implicitly (their norms, and sums
+weighted per record: Opacus's ghost clipping, which never materialises the n × P matrix); see
+:func:`clipped_row_sum`. Noise comes from the run's noise generator only.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from .accountant import Accountant
 from .rdp import SGM, calibrate_noise_multiplier, orders_for, rho_equivalent, sgm_l2
 
-__all__ = ["clip_rows", "clipped_sum", "dp_sgd_phase", "DPSGDPhase", "OuterRows"]
+__all__ = ["clip_rows", "clipped_row_sum", "clipped_sum", "dp_sgd_phase", "DPSGDPhase"]
 
 
 def clip_rows(x: Any, clip: float) -> Any:
@@ -38,52 +38,13 @@ def clip_rows(x: Any, clip: float) -> Any:
     return x * np.minimum(1.0, clip / np.maximum(norms, 1e-12))
 
 
-class OuterRows:
-    """Per-record vectors in factored form (torch): record ``i``'s vector is the concatenation over
-    ``pairs`` of ``vec(left[i] ⊗ right[i])`` (row-major, ``left``: n × p, ``right``: n × q), or of
-    ``left[i]`` where ``right`` is None. This is exactly a linear layer's per-record gradient
-    (weight: backprop ⊗ input; bias: backprop), so DP-SGD can clip per record without building the
-    n × P gradient matrix (Goodfellow 2015's per-example norm trick):
-    ``‖row_i‖² = Σ ‖left[i]‖²·‖right[i]‖²`` and ``Σ_i w_i·row_i`` is one ``(w·left)ᵀ right`` product per pair. Row ``i`` depends only on
-    the factors' row ``i``, so clipping each row bounds each record's contribution."""
-
-    def __init__(self, pairs: list):
-        self.pairs = [(a, b) for a, b in pairs]
-        n = {len(a) for a, _ in self.pairs} | {len(b) for _, b in self.pairs if b is not None}
-        if len(n) != 1:
-            raise ValueError("every factor must have one row per record")
-        self.n = n.pop()
-
-    def __len__(self) -> int:
-        return self.n
-
-    @property
-    def size(self) -> int:
-        """The length P of each record's vector."""
-        return int(sum(a.shape[1] * (b.shape[1] if b is not None else 1) for a, b in self.pairs))
-
-    def norms(self) -> Any:
-        """L2 norm of each record's vector (n,)."""
-        sq = 0
-        for a, b in self.pairs:
-            na = (a * a).sum(1)
-            sq = sq + (na if b is None else na * (b * b).sum(1))
-        return sq.sqrt()
-
-    def weighted_sum(self, w: Any) -> Any:
-        """``Σ_i w_i · row_i`` (P,)."""
-        import torch
-
-        parts = []
-        for a, b in self.pairs:
-            wa = a * w[:, None]
-            parts.append(wa.sum(0) if b is None else (wa.t() @ b).reshape(-1))
-        return torch.cat(parts)
-
-
 def clipped_row_sum(x: Any, clip: float) -> Any:
-    """``Σ_i clip(row_i)`` of a matrix (numpy or torch, via :func:`clip_rows`) or an :class:`OuterRows`."""
-    if isinstance(x, OuterRows):
+    """``Σ_i clip(row_i)``: of a matrix of per-record rows (numpy or torch, via :func:`clip_rows`), or
+    of per-record vectors held implicitly by an object with ``norms()`` (each row's L2 norm, n) and
+    ``weighted_sum(w)`` (``Σ_i w_i·row_i``), such as Opacus's ghost clipping
+    (:mod:`privmarg.select.tabddpm`): the weights ``min(1, clip/‖row_i‖)`` are computed here, so the
+    clipping that bounds each record's contribution stays in this module."""
+    if hasattr(x, "norms") and hasattr(x, "weighted_sum"):
         return x.weighted_sum((clip / x.norms().clamp_min(1e-12)).clamp(max=1.0))
     return clip_rows(x, clip).sum(0)
 
@@ -118,7 +79,7 @@ class DPSGDPhase:
     """The batches and noisy gradient sums of one charged DP-SGD phase (made by :func:`dp_sgd_phase`).
 
     ``step(grads)`` draws a batch, calls ``grads(batch_records)`` (→ per-record vectors, n × P, or
-    an :class:`OuterRows`),
+    an object with ``norms()`` and ``weighted_sum(w)``, see :func:`clipped_row_sum`),
     clips each to ``clip``, sums and adds ``N(0, sigma²)`` per coordinate; it returns the noisy
     sum (size P). ``denominator``: the public batch size to divide by (``q·Ñ`` or ``B``).
     ``steps_left``: steps still covered by the charge (a step beyond them is refused).

@@ -2,11 +2,11 @@
 
 Training reads private records, so it happens here, through the session: one charged
 :meth:`~privmarg.measure.MeasurementSession.dp_sgd` phase, accounted in RDP and put on the run's
-zCDP ledger as its zCDP equivalent (:mod:`privmarg.privacy.rdp`). The denoiser is a plain MLP, so
-each record's gradient is, layer by layer, its backprop ⊗ its layer input (bias: the backprop):
-the selector hands these factors to the session as :class:`~privmarg.privacy.dpsgd.OuterRows`,
-and the session computes every record's gradient norm from them, clips to ``clip``, sums and adds
-the Gaussian noise (noise multiplier calibrated before the first step so that the run's (ε, δ) is
+zCDP ledger as its zCDP equivalent (:mod:`privmarg.privacy.rdp`). Per-record gradients come from
+Opacus: its ghost clipping (:class:`opacus.grad_sample.GradSampleModuleFastGradientClipping`) gives
+every record's gradient norm without materialising the per-record gradients, and one more backward
+pass gives their sum weighted per record. The session computes the clipping weights
+``min(1, clip/‖g_i‖)`` from those norms, takes the weighted sum and adds the Gaussian noise (noise multiplier calibrated before the first step so that the run's (ε, δ) is
 exactly met), and the optimiser (Adam) steps on the noisy mean. Batches: Poisson at rate
 ``q = B/Ñ`` under add/remove (``Ñ`` a released noisy count: the rate may not depend on the private
 ``N``), ``B`` records without replacement under replace-one. The number of steps is fixed before
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,10 +60,10 @@ class TabDDPMSelector:
 
     def run(self, session, ctx: Context) -> Selection:
         import torch
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
         from ..generate.neural import torch_generator
         from ..generate.tabddpm import TabDDPMModel
-        from ..privacy.dpsgd import OuterRows
 
         dom = session.domain
         rho = ctx.rho
@@ -82,19 +83,21 @@ class TabDDPMSelector:
         params = [p for p in model.net.parameters() if p.requires_grad]
         sizes = [p.numel() for p in params]
         P = int(sum(sizes))
-        tap = _LinearTaps(model.net)
-        if sum(sizes) != sum(lin.weight.numel() + lin.bias.numel() for lin in tap.linears):
-            raise TypeError("the denoiser must be Linear layers (with bias) and parameter-free activations")
+        gsm = GradSampleModuleFastGradientClipping(model.net, loss_reduction="sum", max_grad_norm=self.clip,
+                                                   use_ghost_clipping=True)
 
-        def grads(codes: np.ndarray) -> OuterRows:
+        def grads(codes: np.ndarray) -> _GhostRows:
             x = torch.as_tensor(codes, dtype=torch.long, device=dev)
-            loss = model.loss(tap, x, gen).sum()
-            back = torch.autograd.grad(loss, tap.outputs)  # row i: d loss_i / d (layer output)_i
-            pairs = []
-            for b, a in zip(back, tap.inputs):
-                pairs += [(b, a), (b, None)]  # weight (out × in, row-major), then bias: the parameters' order
-            tap.clear()
-            return OuterRows(pairs)
+            gsm.enable_hooks()
+            with warnings.catch_warnings():  # Opacus's hooks on a first layer whose input needs no gradient
+                warnings.filterwarnings("ignore", message="Full backward hook is firing")
+                losses = model.loss(gsm, x, gen)  # (n,): record i's loss depends on record i only
+                losses.sum().backward(retain_graph=True)  # the hooks compute each record's gradient norm
+            norms = gsm.get_norm_sample().detach()
+            gsm.disable_hooks()
+            for p in params:
+                p.grad = None
+            return _GhostRows(losses, params, norms)
 
         if session.neighbour == "add_remove":
             phase = session.dp_sgd(rho=rho, steps=steps, clip=self.clip, size=P, sample_rate=min(1.0, B / count),
@@ -117,6 +120,8 @@ class TabDDPMSelector:
                 break
         for p in params:
             p.grad = None
+        gsm.disable_hooks()
+        gsm.cleanup()  # hooks and per-record attributes off the network: the model keeps no trace of them
         model.net.eval()
         entry = session.accountant.ledger[-1].params
         ctx.progress(f"tabddpm: trained {done} of {steps} steps (noise multiplier {entry['noise_multiplier']:.3g})")
@@ -125,31 +130,21 @@ class TabDDPMSelector:
                                 "noise_multiplier": entry["noise_multiplier"], "count": count})
 
 
-class _LinearTaps:
-    """Runs an ``nn.Sequential`` of Linear layers and parameter-free activations, keeping each
-    Linear layer's input (detached) and output (for per-record backprops): a layer's per-record
-    weight gradient is ``d loss_i/d output_i ⊗ input_i`` (records are independent rows)."""
+class _GhostRows:
+    """The per-record gradients of ``losses`` (n,) w.r.t. ``params``, held implicitly: their L2
+    ``norms`` (from Opacus's ghost clipping) and, on demand, their weighted sum ``Σ_i w_i·∇loss_i``
+    (one backward pass of ``Σ_i w_i·loss_i``, the weights detached)."""
 
-    def __init__(self, net: Any):
-        from torch import nn
+    def __init__(self, losses: Any, params: list, norms: Any):
+        self.losses, self.params, self._norms = losses, params, norms
 
-        self.net = net
-        self.linears = [m for m in net if isinstance(m, nn.Linear)]
-        self.clear()
+    def norms(self) -> Any:
+        return self._norms
 
-    def clear(self) -> None:
-        self.inputs: list = []
-        self.outputs: list = []
+    def weighted_sum(self, w: Any) -> Any:
+        import torch
 
-    def __call__(self, x: Any) -> Any:
-        from torch import nn
-
-        self.clear()
-        for layer in self.net:
-            if isinstance(layer, nn.Linear):
-                self.inputs.append(x.detach())
-                x = layer(x)
-                self.outputs.append(x)
-            else:
-                x = layer(x)
-        return x
+        with warnings.catch_warnings():  # the (disabled) hooks are still registered: same warning
+            warnings.filterwarnings("ignore", message="Full backward hook is firing")
+            g = torch.autograd.grad((self.losses * w.detach()).sum(), self.params, retain_graph=True)
+        return torch.cat([t.reshape(-1) for t in g])
