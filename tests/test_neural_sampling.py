@@ -31,6 +31,13 @@ def test_block_draws_follow_their_probabilities(one_torch_thread):
     huge[:, 0] = 1e4  # attribute a far above the rest: b and c underflow under a row-wide shift
     soft = b.seg_softmax(huge)
     assert torch.isfinite(soft).all() and torch.allclose(b.seg_sum(soft), torch.ones(2, 3))
+    # blocks 100 apart: under a row-wide shift the low blocks' sums were denormal but not 0, and the
+    # softmax's gradient (~1/s²) overflowed to NaN (DP-MERF's training collapsed on titanic)
+    far = torch.zeros(2, b.K)
+    far[:, 0] = 100.0
+    far.requires_grad_(True)
+    (b.seg_softmax(far) * torch.randn(2, b.K)).sum().backward()
+    assert torch.isfinite(far.grad).all()
 
 
 def test_reverse_diffusion_matches_the_padded_posterior(one_torch_thread):

@@ -91,16 +91,13 @@ class _Blocks:
         import torch
 
         n = logits.shape[0]
-        with torch.no_grad():  # a shift (the softmax does not depend on it) keeps exp from overflowing
-            shift = logits.amax(1, keepdim=True)
+        with torch.no_grad():  # each block shifted by its own maximum: every block sum is >= 1, so neither
+            # exp nor the gradient of e/s (~1/s²) overflows (a row-wide shift left some block sums
+            # denormal, and their gradients went to inf/NaN)
+            shift = self.spread(logits.new_full((n, len(self.start)), float("-inf")).scatter_reduce(
+                1, self.blk.expand(n, -1), logits, "amax"))
         e = (logits - shift).exp()
         s = self.seg_sum(e)
-        if bool((s == 0).any()):  # a block far below the row's maximum underflowed: shift per block
-            with torch.no_grad():
-                shift = self.spread(logits.new_full((n, len(self.start)), float("-inf")).scatter_reduce(
-                    1, self.blk.expand(n, -1), logits, "amax"))
-            e = (logits - shift).exp()
-            s = self.seg_sum(e)
         return e / self.spread(s)
 
     def seg_sample(self, p: Any, gen: Any, normalised: bool = False) -> Any:
