@@ -72,6 +72,7 @@ def run(seed: int, label: str, out: Path) -> dict:
         "bounds_sha1": hashlib.sha1(bstr.encode()).hexdigest()[:12],
         "bounds_mean": float(np.mean([b.l1_bound for b in bounds])),
         "final_loss": float(mech.model_.info.loss),
+        "workload_error_3way": _workload_error(data, codes),
         "git_commit": commit, "src_dirty": dirty, "privmarg_file": str(src),
         "loadavg_before": load0, "loadavg_after": os.getloadavg(),
         "affinity": sorted(os.sched_getaffinity(0)), "numpy": np.__version__,
@@ -82,6 +83,15 @@ def run(seed: int, label: str, out: Path) -> dict:
     with open(out, "a") as fh:
         fh.write(json.dumps(rec) + "\n")
     return rec
+
+
+def _workload_error(data, codes) -> float:
+    """AIM's workload error on all 3-way marginals against the whole table (the sweep's metric)."""
+    from privmarg import Dataset
+    from privmarg.core import all_kway
+    from privmarg.evaluation import workload_error
+
+    return workload_error(data, Dataset(codes, data.domain), all_kway(data.domain, 3))
 
 
 def summary(path: Path) -> str:

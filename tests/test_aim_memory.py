@@ -36,3 +36,33 @@ def test_only_the_round_models_a_bound_needs_are_kept():
     for m in mech.round_models_.values():
         assert not m._cache  # bounds query the kept models without caching
     assert all(0 < b.l1_bound <= 2 for b in bounds)
+
+
+def test_work_cap_lowers_iterations_in_proportion_to_model_size():
+    from privmarg import Domain
+    from privmarg.core import Measurement
+    from privmarg.generate.pgm import PGM
+    from privmarg.generate.pgm.junction_tree import model_size_mb
+
+    dom = Domain(["a", "b", "c"], [40, 50, 60])
+    rng = np.random.default_rng(0)
+    ms = [Measurement(("a", "b"), rng.random(2000) * 10, 1.0), Measurement(("b", "c"), rng.random(3000) * 10, 1.0)]
+    size = model_size_mb(dom, [("a", "b"), ("b", "c")])
+    work = 40 * size  # a cap of 40 iterations for this model
+    capped = PGM(iters=500, tol=0.0, work_mb=work, min_iters=5)
+    assert capped.iterations_for(dom, [m.attrs for m in ms]) == 40
+    assert PGM(iters=500, tol=0.0, work_mb=work, min_iters=60).iterations_for(dom, [m.attrs for m in ms]) == 60
+    assert PGM(iters=30, tol=0.0, work_mb=work).iterations_for(dom, [m.attrs for m in ms]) == 30
+    assert PGM(iters=500, tol=0.0).iterations_for(dom, [m.attrs for m in ms]) == 500
+    fit = capped.generate(ms, dom, total=50.0)
+    assert fit.info.iterations == 40  # tol 0: only the cap stops it
+    assert PGM(iters=80, tol=0.0).generate(ms, dom, total=50.0).info.iterations == 80
+
+
+def test_aim_work_cap_leaves_small_models_alone():
+    """Models under 4 MB keep ``iters``: the default and ``work_mb=None`` fit the same release."""
+    data = correlated_table(n=3000)
+    a = AIM(1.0, 1e-6, workload="all-3way", seed=3, iters=60, final_iters=150).fit(data)
+    b = AIM(1.0, 1e-6, workload="all-3way", seed=3, iters=60, final_iters=150, work_mb=None).fit(data)
+    assert [m.attrs for m in a.measurements_] == [m.attrs for m in b.measurements_]
+    assert np.array_equal(a.sample_codes(500), b.sample_codes(500))

@@ -20,12 +20,16 @@ class PGM:
     stops it; ``method``: ``"momentum"``, ``"md"`` or ``"precond"`` (see :func:`estimate`), and ``cold_method`` the
     one for a fit that is not warm-started (default: ``method``). A ``warm`` model (a
     :class:`GraphicalModel` of an earlier fit) starts the fit from its potentials and step size.
+    ``work_mb``: cap on iterations × model size (MB of the junction tree's clique tables), so that
+    a large model gets fewer iterations, never fewer than ``min_iters`` (``None``: no cap); the
+    cost of an iteration is one belief-propagation pass, linear in the model's size.
     Post-processing: no privacy cost.
     """
 
     name = "pgm"
 
-    def __init__(self, iters: int = 1000, tol: float = 1e-7, method: str = "momentum", cold_method: str | None = None):
+    def __init__(self, iters: int = 1000, tol: float = 1e-7, method: str = "momentum", cold_method: str | None = None,
+                 work_mb: float | None = None, min_iters: int = 0):
         for m in (method, cold_method or method):
             if m not in METHODS:
                 raise ValueError(f"method must be one of {METHODS}")
@@ -35,9 +39,26 @@ class PGM:
         self.tol = float(tol)
         self.method = method
         self.cold_method = cold_method
+        if work_mb is not None and not work_mb > 0:
+            raise ValueError("work_mb must be positive (or None)")
+        if min_iters < 0:
+            raise ValueError("min_iters must be >= 0")
+        self.work_mb = None if work_mb is None else float(work_mb)
+        self.min_iters = int(min_iters)
 
     def get_params(self) -> dict:
-        return {"iters": self.iters, "tol": self.tol, "method": self.method, "cold_method": self.cold_method}
+        return {"iters": self.iters, "tol": self.tol, "method": self.method, "cold_method": self.cold_method,
+                "work_mb": self.work_mb, "min_iters": self.min_iters}
+
+    def iterations_for(self, domain: Domain, cliques: Sequence[Sequence[str]]) -> int:
+        """The iteration cap of a fit over ``cliques``: ``iters``, lowered to ``work_mb / size``
+        (never below ``min_iters``) when ``work_mb`` is set."""
+        if self.work_mb is None:
+            return self.iters
+        size = model_size_mb(domain, cliques)
+        if size <= 0:
+            return self.iters
+        return min(self.iters, max(self.min_iters, int(self.work_mb / size)))
 
     def clone(self, **changes) -> "PGM":
         return PGM(**{**self.get_params(), **changes})
@@ -48,7 +69,11 @@ class PGM:
         kw = dict(method=self.cold_method or self.method)
         if isinstance(warm, GraphicalModel) and warm.domain == domain:
             kw = dict(warm=warm.potentials, step=warm.step_size, method=self.method)
-        return estimate(domain, measurements, total=total, iters=self.iters, tol=self.tol, zeros=zeros, **kw)
+        iters = self.iters
+        if self.work_mb is not None:
+            cliques = [m.attrs for m in measurements if m.attrs] + [z.attrs for z in zeros]
+            iters = self.iterations_for(domain, cliques)
+        return estimate(domain, measurements, total=total, iters=iters, tol=self.tol, zeros=zeros, **kw)
 
     def model_size_mb(self, domain: Domain, cliques: Sequence[Sequence[str]]) -> float:
         return model_size_mb(domain, cliques)
