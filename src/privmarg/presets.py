@@ -154,13 +154,16 @@ class JAM(Synthesizer):
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
                  rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = 50,
                  final_iters: int = 300, tol: float = 1e-4, weighting: str = "equal", warm_start: bool = True,
-                 generator: Any = None, **kw):
+                 refit_method: str = "precond", generator: Any = None, **kw):
+        if refit_method not in METHODS:
+            raise ValueError(f"refit_method must be one of {METHODS}")
         self.workload, self.rounds, self.alpha, self.max_model_size = workload, rounds, alpha, max_model_size
         self.iters, self.final_iters, self.tol, self.weighting, self.warm_start = (
             iters, final_iters, tol, weighting, warm_start)
+        self.refit_method = refit_method
         sel = JAMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, weighting=weighting,
-                          warm_start=warm_start, loop=PGM(iters=iters, tol=tol, method="precond"))
-        gen = generator if generator is not None else PGM(iters=final_iters, tol=tol / 10, method="precond")
+                          warm_start=warm_start, loop=PGM(iters=iters, tol=tol, method=refit_method))
+        gen = generator if generator is not None else PGM(iters=final_iters, tol=tol / 10, method=refit_method)
         super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
         if self.neighbour != "replace_one":
             raise ValueError("JAM needs replace-one neighbours: the public answers are rescaled by the "

@@ -22,6 +22,7 @@ class _Masks:
         self.index = {a: i for i, a in enumerate(domain.attrs)}
         self.sizes = domain.shape
         self._cells: dict[int, int] = {0: 1}
+        self.sizes_mb: dict[frozenset[int], float] = {}  # model_size_mb by maximal clique masks
 
     def mask(self, attrs: Iterable[str]) -> int:
         m = 0
@@ -98,8 +99,19 @@ def _maximal(cliques: list[int]) -> list[int]:
 def model_size_mb(domain: Domain, cliques: Iterable[Sequence[str]]) -> float:
     """JT-SIZE (SPEC §3.4): megabytes (2**20 bytes) of float64 tables of the junction tree's maximal cliques."""
     masks = _masks(domain)
-    _, elim = _eliminate(masks, [masks.mask(c) for c in cliques])
-    return 8.0 * sum(masks.cells(c) for c in _maximal(elim)) / MB
+    # a clique inside another never changes greedy elimination (every union that contains it
+    # contains the bigger one, and after each elimination step it still lies inside one): the size
+    # depends on the maximal cliques only, so adaptive selectors asking for the same model with each
+    # candidate (or round after round, when a subset was measured) hit this cache
+    key = frozenset(_maximal([masks.mask(c) for c in cliques]))
+    hit = masks.sizes_mb.get(key)
+    if hit is None:
+        _, elim = _eliminate(masks, list(key))
+        hit = 8.0 * sum(masks.cells(c) for c in _maximal(elim)) / MB
+        if len(masks.sizes_mb) >= 100_000:
+            masks.sizes_mb.clear()
+        masks.sizes_mb[key] = hit
+    return hit
 
 
 def maximal_masks(domain: Domain, cliques: Sequence[int]) -> list[int]:
