@@ -385,3 +385,17 @@ def test_model_size_ignores_cliques_inside_others_and_cache_agrees():
         assert model_size_mb(dom, big + subs) == fresh  # computed
         assert model_size_mb(dom, subs + big) == fresh  # cached, other order
         assert model_size_mb(dom, big) == fresh  # cached, without the subsets
+
+
+def test_model_sizes_batch_matches_one_by_one():
+    from privmarg.generate.pgm.junction_tree import _masks, model_sizes_mb
+
+    rng = np.random.default_rng(5)
+    dom = Domain([f"x{i}" for i in range(8)], rng.integers(2, 9, size=8))
+    base = [("x0", "x1", "x2"), ("x1", "x2"), ("x2", "x3"), ("x4", "x5", "x6")]
+    extra = [tuple(sorted(rng.choice(dom.attrs, size=int(rng.integers(1, 4)), replace=False), key=dom.attrs.index))
+             for _ in range(60)] + [("x1", "x2"), ("x0", "x1", "x2", "x3")]
+    _masks(dom).sizes_mb.clear()
+    batch = model_sizes_mb(dom, base, extra)
+    _masks(dom).sizes_mb.clear()
+    assert batch == [model_size_mb(dom, base + [r]) for r in extra]
