@@ -333,3 +333,69 @@ def test_dense_and_sparse_clique_maps_agree(kind, monkeypatch):
     np.testing.assert_allclose(a.info.history, b.info.history, rtol=1e-9)
     for c in [m.attrs for m in ms] + [tuple(dom.attrs[:3])]:
         np.testing.assert_allclose(a.project(c), b.project(c), rtol=1e-8, atol=1e-8)
+
+
+def test_dense_partial_sums_match_sparse_maps_with_many_keys_per_clique(monkeypatch):
+    """Many keys (3-, 2- and 1-way, nested and not) on one maximal clique: the dense maps' shared
+    partial sums give x = Aμ and θ = Aᵀφ exactly as the sparse matrix does, and the same fit."""
+    from privmarg.generate.pgm.graphical_model import _Plan
+    from privmarg.generate.pgm.junction_tree import JunctionTree
+
+    rng = np.random.default_rng(7)
+    dom = Domain(list("abcde"), [3, 4, 2, 5, 3])
+    keys = [("a", "b", "c"), ("b", "c", "d"), ("a", "d", "e"), ("c", "e"), ("b",), ("a", "b", "c", "d", "e"),
+            ("d", "e"), ("a",)]
+    tree = JunctionTree.build(dom, [("a", "b", "c", "d", "e")])
+    plan = _Plan(tree)
+    ms = [Measurement(k, rng.uniform(0, 50, dom.size(k)), 1.0) for k in keys]
+    probs = {}
+    for cells in (10**12, 0):
+        monkeypatch.setattr(estimation_module, "DENSE_CLIQUE_CELLS", cells)
+        probs[cells] = estimation_module._Problem(dom, tree, plan, ms, keys)
+    sparse, dense = probs[10**12], probs[0]
+    assert not sparse.dense and len(dense.dense) == 1 and len(dense.dense[0].nodes) >= 1
+    mu = rng.uniform(0, 1, sparse.mu_off[-1])
+    phi = rng.normal(size=sparse.x_off[-1])
+    np.testing.assert_allclose(dense.to_x(mu), sparse.to_x(mu), rtol=1e-12)
+    np.testing.assert_allclose(dense.to_theta(phi), sparse.to_theta(phi), rtol=1e-12, atol=1e-12)
+    fits = []
+    for cells in (10**12, 0):
+        monkeypatch.setattr(estimation_module, "DENSE_CLIQUE_CELLS", cells)
+        fits.append(estimate(dom, ms, total=100.0, iters=40, tol=0, method="precond"))
+    np.testing.assert_allclose(fits[0].info.history, fits[1].info.history, rtol=1e-9)
+
+
+def test_model_size_ignores_cliques_inside_others_and_cache_agrees():
+    """JT-SIZE of a clique set equals that of its maximal cliques (what the size cache keys on), and a
+    cached answer equals a fresh greedy elimination."""
+    from privmarg.generate.pgm import junction_tree as jt
+
+    rng = np.random.default_rng(3)
+    dom = Domain([f"x{i}" for i in range(9)], rng.integers(2, 9, size=9))
+    masks = jt._masks(dom)
+    for _ in range(40):
+        big = [tuple(sorted(rng.choice(dom.attrs, size=int(rng.integers(2, 4)), replace=False),
+                            key=dom.attrs.index)) for _ in range(int(rng.integers(2, 7)))]
+        subs = [c[: int(rng.integers(1, len(c) + 1))] for c in big]  # prefixes: inside a big one
+        _, elim = jt._eliminate(masks, [masks.mask(c) for c in big + subs])
+        fresh = 8.0 * sum(masks.cells(c) for c in jt._maximal(elim)) / jt.MB
+        _, elim = jt._eliminate(masks, [masks.mask(c) for c in big])
+        assert 8.0 * sum(masks.cells(c) for c in jt._maximal(elim)) / jt.MB == fresh
+        masks.sizes_mb.clear()
+        assert model_size_mb(dom, big + subs) == fresh  # computed
+        assert model_size_mb(dom, subs + big) == fresh  # cached, other order
+        assert model_size_mb(dom, big) == fresh  # cached, without the subsets
+
+
+def test_model_sizes_batch_matches_one_by_one():
+    from privmarg.generate.pgm.junction_tree import _masks, model_sizes_mb
+
+    rng = np.random.default_rng(5)
+    dom = Domain([f"x{i}" for i in range(8)], rng.integers(2, 9, size=8))
+    base = [("x0", "x1", "x2"), ("x1", "x2"), ("x2", "x3"), ("x4", "x5", "x6")]
+    extra = [tuple(sorted(rng.choice(dom.attrs, size=int(rng.integers(1, 4)), replace=False), key=dom.attrs.index))
+             for _ in range(60)] + [("x1", "x2"), ("x0", "x1", "x2", "x3")]
+    _masks(dom).sizes_mb.clear()
+    batch = model_sizes_mb(dom, base, extra)
+    _masks(dom).sizes_mb.clear()
+    assert batch == [model_size_mb(dom, base + [r]) for r in extra]

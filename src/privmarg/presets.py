@@ -156,9 +156,12 @@ class JAM(Synthesizer):
 
     ``fit(private, domain, public=table)``. Parameters: ``workload`` (default all 3-way); ``rounds``
     T (30); ``alpha`` the share of each round's budget for *selection* (0.2); ``max_model_size`` (MB);
-    ``iters`` estimation iterations per round (50, warm started when ``warm_start``) and
-    ``final_iters`` (300) for the last fit; ``weighting`` (``"equal"``, ``"mle"``, ``"inv_sigma"``)
-    of measurements in the loss. Privacy: ``rho``-zCDP under replace-one neighbours (N is public and
+    ``iters`` estimation iterations per round (10, warm started when ``warm_start``) and
+    ``final_iters`` (25) for the last fit, both with the preconditioned step (``refit_method``); the
+    warm-started loop model has had ``rounds × iters`` iterations by the end, and more per round or at
+    the end left the workload error unchanged on adult at ε = 0.1 and 1 while costing up to 5× the
+    CPU (benchmarks/RESULTS.md, "JAM speed (issue 18)"); ``weighting`` (``"equal"``, ``"mle"``,
+    ``"inv_sigma"``) of measurements in the loss. Privacy: ``rho``-zCDP under replace-one neighbours (N is public and
     rescales the public answers); budget left after the last round (public choices) is unspent.
     ``public_marginals_`` / ``private_marginals_`` say which marginals came from where.
     """
@@ -166,15 +169,18 @@ class JAM(Synthesizer):
     default_neighbour = "replace_one"
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
-                 rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = 50,
-                 final_iters: int = 300, tol: float = 1e-4, weighting: str = "equal", warm_start: bool = True,
-                 generator: Any = None, **kw):
+                 rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = 10,
+                 final_iters: int = 25, tol: float = 1e-4, weighting: str = "equal", warm_start: bool = True,
+                 refit_method: str = "precond", generator: Any = None, **kw):
+        if refit_method not in METHODS:
+            raise ValueError(f"refit_method must be one of {METHODS}")
         self.workload, self.rounds, self.alpha, self.max_model_size = workload, rounds, alpha, max_model_size
         self.iters, self.final_iters, self.tol, self.weighting, self.warm_start = (
             iters, final_iters, tol, weighting, warm_start)
+        self.refit_method = refit_method
         sel = JAMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, weighting=weighting,
-                          warm_start=warm_start, loop=PGM(iters=iters, tol=tol, method="precond"))
-        gen = generator if generator is not None else PGM(iters=final_iters, tol=tol / 10, method="precond")
+                          warm_start=warm_start, loop=PGM(iters=iters, tol=tol, method=refit_method))
+        gen = generator if generator is not None else PGM(iters=final_iters, tol=tol / 10, method=refit_method)
         super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
         if self.neighbour != "replace_one":
             raise ValueError("JAM needs replace-one neighbours: the public answers are rescaled by the "

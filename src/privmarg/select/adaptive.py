@@ -100,15 +100,12 @@ class AdaptiveSelector:
         dom = state.domain
         measured = measured_cliques(state.session, state.ctx.zeros)
         inside = [set(c) for c in getattr(state.model, "cliques", ())] if self.free_candidates else []
-        out = []
-        for r in state.candidates:
-            if any(set(r) <= c for c in inside):
-                out.append(r)
-                continue
-            size = self.loop.model_size_mb(dom, measured + [r])
-            if size is None or size <= limit:
-                out.append(r)
-        return out
+        check = [r for r in state.candidates if not any(set(r) <= c for c in inside)]
+        batch = getattr(self.loop, "model_sizes_mb", None)
+        sizes = (batch(dom, measured, check) if batch is not None
+                 else [self.loop.model_size_mb(dom, measured + [r]) for r in check])
+        too_big = {r for r, size in zip(check, sizes) if size is not None and size > limit}
+        return [r for r in state.candidates if r not in too_big]
 
     def run(self, session: MeasurementSession, ctx: Context) -> Selection:
         dom = session.domain

@@ -73,20 +73,23 @@ class _Problem:
         rows, cols = [], []
         # keys on big cliques use dense numpy sums/broadcasts instead: a CSR matvec reads an index
         # and gathers per nonzero, ~3x slower per cell than a strided sum (35% of AIM's time on fire)
-        self.dense: list[tuple[slice, slice, tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = []
+        dense: dict[int, list[tuple[str, ...]]] = {}
         for k, r in enumerate(keys):
             i = tree.find_clique(r)
             n_c = mu_sizes[i]
             bshape = broadcast_shape(domain, r, tree.cliques[i])
             if n_c >= DENSE_CLIQUE_CELLS:
-                self.dense.append((self.slices[r], slice(self.mu_off[i], self.mu_off[i + 1]), plan.shapes[i],
-                                   sum_axes(r, tree.cliques[i]), bshape))
+                dense.setdefault(i, []).append(r)
                 continue
             r_idx = np.broadcast_to(np.arange(domain.size(r)).reshape(bshape), plan.shapes[i]).ravel()
             rows.append(self.x_off[k] + r_idx)
             cols.append(self.mu_off[i] + np.arange(n_c))
         rows = np.concatenate(rows) if rows else np.zeros(0, int)
         cols = np.concatenate(cols) if cols else np.zeros(0, int)
+        # several keys on one big clique share partial sums (one pass over the clique per attribute
+        # summed out, not one per key): JAM's models put many 3-way keys on each maximal clique
+        self.dense = [_DenseGroup(domain, tree.cliques[i], plan.shapes[i], slice(self.mu_off[i], self.mu_off[i + 1]),
+                                  [(r, self.slices[r]) for r in rs]) for i, rs in dense.items()]
         self.A = sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(self.x_off[-1], self.mu_off[-1]))
         self.At = self.A.T.tocsr()
         # identity measurements merge per clique: Σ w‖x−y‖² = W‖x−ȳ‖² + const
@@ -119,17 +122,15 @@ class _Problem:
     def to_x(self, mu_flat: np.ndarray) -> np.ndarray:
         """x = A μ: the model's marginals on the potentials' cliques, from the maximal cliques' ones."""
         x = self.A @ mu_flat
-        for sl, msl, shape, ax, _ in self.dense:
-            view = mu_flat[msl].reshape(shape)
-            x[sl] = (view.sum(axis=ax) if ax else view).ravel()
+        for g in self.dense:
+            g.to_x(mu_flat, x)
         return x
 
     def to_theta(self, phi: np.ndarray) -> np.ndarray:
         """θ = Aᵀ φ: the potentials spread over the maximal cliques (log space)."""
         theta = self.At @ phi
-        for sl, msl, shape, _, bshape in self.dense:
-            view = theta[msl].reshape(shape)
-            view += phi[sl].reshape(bshape)
+        for g in self.dense:
+            g.to_theta(phi, theta)
         return theta
 
     def __call__(self, mu_flat: np.ndarray):
@@ -144,6 +145,61 @@ class _Problem:
             loss += w * _dot(rl, rl)
             g[sl] += 2.0 * w * (q.T @ rl)
         return loss, g, x
+
+
+class _DenseGroup:
+    """The keys (potentials' cliques) on one big maximal clique, mapped to/from its cells by a tree of
+    partial sums: node 0 is the clique's table, every other node sums one attribute out of its parent
+    node's, chosen greedily so that it serves at least two keys. A key then costs a pass over the
+    smallest node holding it instead of over the whole clique."""
+
+    def __init__(self, domain: Domain, clique: tuple[str, ...], shape: tuple[int, ...], msl: slice,
+                 keys: list[tuple[tuple[str, ...], slice]]):
+        self.msl, self.shape = msl, shape
+        self.nodes: list[tuple[int, int, tuple[int, ...], tuple[int, ...]]] = []  # (parent, axis, shape, bshape)
+        self.keys: list[tuple[slice, int, tuple[int, ...], tuple[int, ...]]] = []  # (x slice, node, axes, bshape)
+        attrs_of = [tuple(clique)]
+        shapes = [tuple(shape)]
+
+        def build(node: int, group: list[tuple[tuple[str, ...], slice]]) -> None:
+            attrs = attrs_of[node]
+            while group:
+                # the attribute absent from the most keys (the biggest one on ties): summing it out
+                # once serves all of them
+                best, n_best = None, 1
+                for a in attrs:
+                    n = sum(a not in r for r, _ in group)
+                    if n > n_best or (n == n_best and best is not None and domain[a] > domain[best]):
+                        best, n_best = a, n
+                if best is None or n_best < 2:
+                    for r, sl in group:
+                        self.keys.append((sl, node, sum_axes(r, attrs), broadcast_shape(domain, r, attrs)))
+                    return
+                ax = attrs.index(best)
+                child = len(attrs_of)
+                attrs_of.append(tuple(a for a in attrs if a != best))
+                shapes.append(tuple(n for j, n in enumerate(shapes[node]) if j != ax))
+                self.nodes.append((node, ax, shapes[-1], tuple(1 if j == ax else n for j, n in enumerate(shapes[node]))))
+                build(child, [(r, sl) for r, sl in group if best not in r])
+                group = [(r, sl) for r, sl in group if best in r]
+
+        build(0, list(keys))
+
+    def to_x(self, mu_flat: np.ndarray, x: np.ndarray) -> None:
+        arrs = [mu_flat[self.msl].reshape(self.shape)]
+        for parent, ax, _, _ in self.nodes:
+            arrs.append(arrs[parent].sum(axis=ax))
+        for sl, node, axes, _ in self.keys:
+            v = arrs[node]
+            x[sl] = (v.sum(axis=axes) if axes else v).ravel()
+
+    def to_theta(self, phi: np.ndarray, theta: np.ndarray) -> None:
+        bufs = [theta[self.msl].reshape(self.shape)] + [np.zeros(shape) for _, _, shape, _ in self.nodes]
+        for sl, node, _, bshape in self.keys:
+            bufs[node] += phi[sl].reshape(bshape)
+        for j in range(len(self.nodes), 0, -1):  # children after their parents: spread bottom-up
+            parent, _, _, bshape = self.nodes[j - 1]
+            bufs[parent] += bufs[j].reshape(bshape)
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:

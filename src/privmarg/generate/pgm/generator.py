@@ -10,7 +10,7 @@ import numpy as np
 from ...core import Domain, Measurement, StructuralZero
 from .estimate import METHODS, estimate
 from .graphical_model import GraphicalModel
-from .junction_tree import model_size_mb
+from .junction_tree import model_size_mb, model_sizes_mb
 
 
 class PGM:
@@ -77,3 +77,7 @@ class PGM:
 
     def model_size_mb(self, domain: Domain, cliques: Sequence[Sequence[str]]) -> float:
         return model_size_mb(domain, cliques)
+
+    def model_sizes_mb(self, domain: Domain, base: Sequence[Sequence[str]], extra: Sequence[Sequence[str]]) -> list[float]:
+        """``model_size_mb(domain, base + [r])`` for each ``r`` in ``extra``."""
+        return model_sizes_mb(domain, base, extra)

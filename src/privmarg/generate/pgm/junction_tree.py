@@ -22,6 +22,7 @@ class _Masks:
         self.index = {a: i for i, a in enumerate(domain.attrs)}
         self.sizes = domain.shape
         self._cells: dict[int, int] = {0: 1}
+        self.sizes_mb: dict[frozenset[int], float] = {}  # model_size_mb by maximal clique masks
 
     def mask(self, attrs: Iterable[str]) -> int:
         m = 0
@@ -98,8 +99,39 @@ def _maximal(cliques: list[int]) -> list[int]:
 def model_size_mb(domain: Domain, cliques: Iterable[Sequence[str]]) -> float:
     """JT-SIZE (SPEC §3.4): megabytes (2**20 bytes) of float64 tables of the junction tree's maximal cliques."""
     masks = _masks(domain)
-    _, elim = _eliminate(masks, [masks.mask(c) for c in cliques])
-    return 8.0 * sum(masks.cells(c) for c in _maximal(elim)) / MB
+    return _size_mb(masks, frozenset(_maximal([masks.mask(c) for c in cliques])))
+
+
+def model_sizes_mb(domain: Domain, base: Iterable[Sequence[str]], extra: Iterable[Sequence[str]]) -> list[float]:
+    """``[model_size_mb(domain, base + [r]) for r in extra]``, sharing the work on ``base``."""
+    masks = _masks(domain)
+    top = _maximal([masks.mask(c) for c in base])
+    top_set = frozenset(top)
+    out = []
+    for r in extra:
+        m = masks.mask(r)
+        if any(m & b == m for b in top):
+            key = top_set
+        else:
+            key = frozenset([b for b in top if b & m != b] + [m])
+        out.append(_size_mb(masks, key))
+    return out
+
+
+def _size_mb(masks: _Masks, key: frozenset[int]) -> float:
+    """JT-SIZE of the maximal clique masks ``key``, cached: a clique inside another never changes
+    greedy elimination (every union that contains it contains the bigger one, and after each
+    elimination step it still lies inside one), so the size depends on the maximal cliques only and
+    adaptive selectors asking for the same model again (with a candidate inside a measured clique,
+    or round after round when a subset was measured) hit the cache."""
+    hit = masks.sizes_mb.get(key)
+    if hit is None:
+        _, elim = _eliminate(masks, list(key))
+        hit = 8.0 * sum(masks.cells(c) for c in _maximal(elim)) / MB
+        if len(masks.sizes_mb) >= 100_000:
+            masks.sizes_mb.clear()
+        masks.sizes_mb[key] = hit
+    return hit
 
 
 def maximal_masks(domain: Domain, cliques: Sequence[int]) -> list[int]:
