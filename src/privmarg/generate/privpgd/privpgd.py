@@ -27,7 +27,8 @@ Pipeline (:meth:`PrivPGDGenerator.fit`):
    ``[0,1]`` after each step; the learning rate decays by ``gamma`` every ``step`` epochs.
 5. **Finalisation** (§8.6). Every coordinate goes to its nearest bin centre (lower on ties).
 
-Hot loop: the argsort of ``B x L x m`` projections. On CPU it sorts packed 32-bit keys (value
+Hot loop: the argsort of ``B x L x m`` projections (its temporaries live in reused buffers,
+:class:`_Workspace`). On CPU it sorts packed 32-bit keys (value
 bucket | particle index) with numpy's SIMD sort, several times faster than ``torch.sort`` there;
 on CUDA it is ``torch.argsort``. Targets need no big sort: the quantised target is a weighted grid,
 so its sorted projection is the sorted projection of the (few) cells, each repeated by its count.
@@ -535,6 +536,12 @@ class PrivPGDGenerator:
         25 iterations improves by less than this share (0.01; 0: off, the paper).
     init: "uniform" (particles i.i.d. uniform, the paper) or "marginals" (each coordinate from its
         projected 1-way marginal, uniform within the bin).
+    weight_power: weight of each marginal's SW2² gradient, ``(n_c σ_c² / N²)^(-weight_power)``
+        normalised to mean 1 (``n_c`` cells, ``σ_c`` its noise; :func:`_marginal_weights`). 0 (the
+        default, the paper): all equal. With all 2-way marginals measured at one σ, a 10,000-cell
+        marginal's target is mostly noise while a 4-cell one is nearly exact; ``weight_power=1``
+        (inverse variance of the noise in a marginal's CDF) let PrivPGD beat AIM on adult ε = 2.5
+        (benchmarks/RESULTS.md, issue 18). Uses only the noise scales and the public domain.
     constraint_strength: ``lambda`` for a constraint passed to :meth:`fit` (1.0).
     grad_scale: the reference's gradient multiplier (100) for SW2 and the constraint alike.
     device: ``None``/"auto" (CUDA if available), "cpu", "cuda", ...; ``seed``: int or SeedSequence.
