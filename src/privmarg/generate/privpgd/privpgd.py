@@ -27,7 +27,8 @@ Pipeline (:meth:`PrivPGDGenerator.fit`):
    ``[0,1]`` after each step; the learning rate decays by ``gamma`` every ``step`` epochs.
 5. **Finalisation** (§8.6). Every coordinate goes to its nearest bin centre (lower on ties).
 
-Hot loop: the argsort of ``B x L x m`` projections. On CPU it sorts packed 32-bit keys (value
+Hot loop: the argsort of ``B x L x m`` projections (its temporaries live in reused buffers,
+:class:`_Workspace`). On CPU it sorts packed 32-bit keys (value
 bucket | particle index) with numpy's SIMD sort, several times faster than ``torch.sort`` there;
 on CUDA it is ``torch.argsort``. Targets need no big sort: the quantised target is a weighted grid,
 so its sorted projection is the sorted projection of the (few) cells, each repeated by its count.
@@ -169,7 +170,29 @@ def _sort_rows(rows: np.ndarray) -> None:
         rows.sort(axis=-1)
 
 
-def _argsort_bounded(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+class _Workspace:
+    """Reusable buffers for the descent's per-step temporaries, one per (name, shape, dtype).
+
+    A fresh multi-megabyte CPU tensor is a fresh ``mmap`` (glibc serves large blocks that way and
+    unmaps them on free), so every step would page-fault its temporaries in again: on adult that
+    was about a third of the rank computation. Buffers are only reused within one fit."""
+
+    def __init__(self):
+        self._bufs: dict = {}
+
+    def get(self, name: str, shape, dtype, device, init=None) -> torch.Tensor:
+        """The buffer (uninitialised when new, or filled by ``init(buffer)`` once when new)."""
+        key = (name, tuple(shape), dtype, str(device))
+        buf = self._bufs.get(key)
+        if buf is None:
+            buf = self._bufs[key] = torch.empty(shape, dtype=dtype, device=device)
+            if init is not None:
+                init(buf)
+        return buf
+
+
+def _argsort_bounded(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
+                     ws: _Workspace | None = None) -> torch.Tensor:
     """Argsort along the last axis of ``x`` whose values lie in ``[lo, hi]`` (broadcast), up to order
     within buckets of width ``(hi - lo) / 2^(31 - ceil(log2 n))``.
 
@@ -186,10 +209,21 @@ def _argsort_bounded(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tor
     if x.device.type != "cpu" or vb < 12 or sys.byteorder != "little":
         return _argsort(x)
     top = float(2**vb - 1)
-    keys = (x - lo).mul_(top / (hi - lo).clamp_min(1e-30)).clamp_(0.0, top).to(torch.int32)
-    keys.bitwise_left_shift_(ib).bitwise_or_(torch.arange(n, dtype=torch.int32))
+    if ws is None:
+        keys = (x - lo).mul_(top / (hi - lo).clamp_min(1e-30)).clamp_(0.0, top).to(torch.int32)
+        keys.bitwise_left_shift_(ib).bitwise_or_(torch.arange(n, dtype=torch.int32))
+        _sort_rows(keys.numpy().reshape(-1, n))
+        return keys.bitwise_and_((1 << ib) - 1).long()
+    # the same arithmetic, in reused buffers
+    kf = torch.sub(x, lo, out=ws.get("kf", x.shape, x.dtype, x.device))
+    kf.mul_(top / (hi - lo).clamp_min(1e-30)).clamp_(0.0, top)
+    keys = ws.get("keys", x.shape, torch.int32, x.device)
+    keys.copy_(kf)  # float -> int32 truncates, as .to(torch.int32)
+    ar = ws.get("arange", (n,), torch.int32, x.device, init=lambda t: torch.arange(n, dtype=torch.int32, out=t))
+    keys.bitwise_left_shift_(ib).bitwise_or_(ar)
     _sort_rows(keys.numpy().reshape(-1, n))
-    return keys.bitwise_and_((1 << ib) - 1).long()
+    keys.bitwise_and_((1 << ib) - 1)
+    return ws.get("ix", x.shape, torch.int64, x.device).copy_(keys)
 
 
 def _directions(shape: tuple[int, ...], gen: torch.Generator, device, dtype) -> torch.Tensor:
@@ -440,14 +474,15 @@ def sparse_adam_step(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Ten
 class _Target:
     """One measured marginal after projection and quantisation."""
 
-    __slots__ = ("attrs", "cols", "centres", "counts", "prob")
+    __slots__ = ("attrs", "cols", "centres", "counts", "prob", "weight")
 
-    def __init__(self, attrs, cols, centres, counts, prob):
+    def __init__(self, attrs, cols, centres, counts, prob, weight=1.0):
         self.attrs = attrs
         self.cols = cols
         self.centres = centres
         self.counts = counts
         self.prob = prob
+        self.weight = weight
 
 
 class PrivPGDGenerator:
@@ -501,6 +536,12 @@ class PrivPGDGenerator:
         25 iterations improves by less than this share (0.01; 0: off, the paper).
     init: "uniform" (particles i.i.d. uniform, the paper) or "marginals" (each coordinate from its
         projected 1-way marginal, uniform within the bin).
+    weight_power: weight of each marginal's SW2² gradient, ``(n_c σ_c² / N²)^(-weight_power)``
+        normalised to mean 1 (``n_c`` cells, ``σ_c`` its noise; :func:`_marginal_weights`). 0 (the
+        default, the paper): all equal. With all 2-way marginals measured at one σ, a 10,000-cell
+        marginal's target is mostly noise while a 4-cell one is nearly exact; ``weight_power=1``
+        (inverse variance of the noise in a marginal's CDF) let PrivPGD beat AIM on adult ε = 2.5
+        (benchmarks/RESULTS.md, issue 18). Uses only the noise scales and the public domain.
     constraint_strength: ``lambda`` for a constraint passed to :meth:`fit` (1.0).
     grad_scale: the reference's gradient multiplier (100) for SW2 and the constraint alike.
     device: ``None``/"auto" (CUDA if available), "cpu", "cuda", ...; ``seed``: int or SeedSequence.
@@ -519,7 +560,7 @@ class PrivPGDGenerator:
                  scheduler_gamma: float = 0.75, mask_rate: float = 0.0, *, proj_iters: int = 200,
                  proj_num_projections: int = 32, proj_lr: float = 0.1, proj_scheduler_step: int = 100,
                  proj_scheduler_gamma: float = 0.8, proj_resample: int = 0, proj_stop_tol: float = 0.01,
-                 init: str = "uniform",
+                 init: str = "uniform", weight_power: float = 0.0,
                  constraint_strength: float = 1.0, grad_scale: float = 100.0,
                  device: Any = None, seed: int | np.random.SeedSequence | None = None):
         def pos_int(name, x, allow_zero=False):
@@ -542,6 +583,9 @@ class PrivPGDGenerator:
         if init not in ("uniform", "marginals"):
             raise ValueError(f"init must be 'uniform' or 'marginals', got {init!r}")
         self.init = init
+        if not (weight_power >= 0 and math.isfinite(weight_power)):
+            raise ValueError(f"weight_power must be >= 0 and finite, got {weight_power!r}")
+        self.weight_power = float(weight_power)
         for name, x in [("lr", lr), ("proj_lr", proj_lr), ("scheduler_gamma", scheduler_gamma),
                         ("proj_scheduler_gamma", proj_scheduler_gamma), ("grad_scale", grad_scale)]:
             if not (x > 0 and math.isfinite(x)):
@@ -563,7 +607,7 @@ class PrivPGDGenerator:
     def get_params(self) -> dict:
         keys = ["n_particles", "epochs", "batch_size", "num_projections", "lr", "scheduler_step",
                 "scheduler_gamma", "mask_rate", "proj_iters", "proj_num_projections", "proj_lr",
-                "proj_scheduler_step", "proj_scheduler_gamma", "proj_resample", "proj_stop_tol", "init",
+                "proj_scheduler_step", "proj_scheduler_gamma", "proj_resample", "proj_stop_tol", "init", "weight_power",
                 "constraint_strength", "grad_scale",
                 "device", "seed"]
         return {k: getattr(self, k) for k in keys}
@@ -649,12 +693,14 @@ class PrivPGDGenerator:
         m = Z0.shape[0]
         # 3) quantisation (counts per cell, m particles each)
         gq = torch.Generator().manual_seed(_torch_seed(ss_quant))
+        weights = _marginal_weights([sig for _, _, sig in merged], [domain.size(a) for a in cliques],
+                                    self.total_, self.weight_power)
         targets = []
-        for a, u in zip(cliques, probs):
+        for a, u, w in zip(cliques, probs, weights):
             counts = quantise(u, m, gq)
             targets.append(_Target(a, torch.as_tensor(domain.axes(a), device=device),
                                    torch.as_tensor(grid_centres(domain.sizes(a)), dtype=torch.float32, device=device),
-                                   torch.as_tensor(counts, device=device), u))
+                                   torch.as_tensor(counts, device=device), u, float(w)))
         self.cliques_ = cliques
         self.projected_ = dict(zip(cliques, probs))
         # 4) particle gradient descent
@@ -691,6 +737,8 @@ class PrivPGDGenerator:
             opt = torch.optim.Adam([Z], lr=self.lr, betas=_BETAS, eps=_ADAM_EPS)
         n_t = len(targets)
         bs = n_t if self.batch_size == 0 else self.batch_size
+        ws = _Workspace()
+        G = torch.zeros((m, d), dtype=Z.dtype, device=device)
         losses = np.zeros(n_t)
         self.history_ = []
         step = 0
@@ -703,7 +751,7 @@ class PrivPGDGenerator:
             for start in range(0, n_t, bs):
                 batch = perm[start:start + bs]
                 with torch.no_grad():
-                    G = torch.zeros((m, d), dtype=Z.dtype, device=device)
+                    G.zero_()
                 if penalty is not None:
                     Zc = Z.detach().clone().requires_grad_(True)
                     (gr,) = torch.autograd.grad(penalty(Zc), Zc)
@@ -714,7 +762,7 @@ class PrivPGDGenerator:
                     for i in batch:
                         by_r.setdefault(len(targets[i].attrs), []).append(int(i))
                     for idxs in by_r.values():
-                        lb = self._sw2_grad(Z.detach(), [targets[i] for i in idxs], G, gen, L, scale)
+                        lb = self._sw2_grad(Z.detach(), [targets[i] for i in idxs], G, gen, L, scale, ws)
                         losses[idxs] = lb
                     step += 1
                     if sparse:
@@ -734,7 +782,7 @@ class PrivPGDGenerator:
         return Z.detach()
 
     @staticmethod
-    def _sw2_grad(Z, tgts, G, gen, L, scale) -> np.ndarray:
+    def _sw2_grad(Z, tgts, G, gen, L, scale, ws: _Workspace | None = None) -> np.ndarray:
         """Add ``scale * grad SW2²`` of each target (same arity) into ``G``; return their SW2² values."""
         B = len(tgts)
         r = len(tgts[0].attrs)
@@ -744,7 +792,8 @@ class PrivPGDGenerator:
         theta = _directions((B, L, r), gen, Z.device, Z.dtype)
         px = torch.einsum("bmr,blr->blm", ZS, theta)  # (B, L, m)
         # particles lie in [0,1]^r, so <z, theta> lies in [sum min(theta, 0), sum max(theta, 0)]
-        ix = _argsort_bounded(px, theta.clamp(max=0).sum(-1, keepdim=True), theta.clamp(min=0).sum(-1, keepdim=True))
+        ix = _argsort_bounded(px, theta.clamp(max=0).sum(-1, keepdim=True), theta.clamp(min=0).sum(-1, keepdim=True),
+                              ws if px.device.type == "cpu" else None)
         # the sorted target, scattered back to the particles holding each rank (1-D optimal coupling).
         # The target is a weighted grid: sort its (few) cells, repeat each by its count.
         cs, cnt = [], []
@@ -758,9 +807,13 @@ class PrivPGDGenerator:
             ys = torch.from_numpy(np.repeat(cs.numpy(), cnt.numpy())).reshape(B, L, m)
         else:
             ys = torch.repeat_interleave(cs, cnt, output_size=B * L * m).reshape(B, L, m)
-        diff = px.sub_(torch.empty_like(px).scatter_(-1, ix, ys))  # particle i: x_i - y'_(rank of x_i)
-        loss = diff.square().mean(dim=(1, 2))
+        yb = torch.empty_like(px) if ws is None else ws.get("ys", px.shape, px.dtype, px.device)
+        diff = px.sub_(yb.scatter_(-1, ix, ys))  # particle i: x_i - y'_(rank of x_i)
+        loss = torch.mul(diff, diff, out=yb).mean(dim=(1, 2))
         grad = torch.bmm(diff.transpose(1, 2), theta).mul_(2.0 * scale / L)  # (B, m, r)
+        w = [t.weight for t in tgts]
+        if any(x != 1.0 for x in w):
+            grad.mul_(torch.tensor(w, dtype=grad.dtype, device=grad.device).view(B, 1, 1))
         G.index_add_(1, cols, grad.permute(1, 0, 2).reshape(m, B * r))
         return loss.cpu().numpy()
 
@@ -902,6 +955,20 @@ def _repair_zeros(codes: np.ndarray, Z: np.ndarray, domain: Domain, zeros: list[
         if clean:
             break
     return codes
+
+
+def _marginal_weights(sigmas, cells, total: float, power: float) -> np.ndarray:
+    """Per marginal: ``(n_c σ_c² / N²)^(-power)``, normalised to mean 1 (``power = 0``: all 1, the paper).
+
+    ``n_c σ_c² / N²`` is the variance of the noise in the marginal's CDF along a direction (the sum of
+    up to ``n_c`` cells' noise, normalised by ``N``): a large marginal measured with the same σ tells
+    the particles less per cell. Uses only the noise scales and the public domain (no data)."""
+    if power == 0:
+        return np.ones(len(cells))
+    v = np.array([n * s * s for n, s in zip(cells, sigmas)], dtype=float) / total**2
+    v = np.maximum(v, 1e-300)
+    w = v ** (-power)
+    return w / w.mean()
 
 
 def _one_way(domain: Domain, cliques, probs) -> list[np.ndarray]:
