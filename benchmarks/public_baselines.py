@@ -9,7 +9,10 @@ it runs once per (seed, ε). Resumable: a cell already in the output file is ski
 
 Settings: JAM at its defaults with ``max_model_size=20`` (as ``jam.py``/``jam_speed.py``); PMW^Pub
 at its defaults (T = 5d rounds, 100 MW steps per refit); GEM^Pub with ``--gem-steps`` Adam steps per
-round (default 30, the CPU time box of ``gsd_gem.py``; the preset's default is 200).
+round (default 30, the CPU time box of ``gsd_gem.py``; the preset's default is 200) after
+``--gem-pretrain`` steps on the public data's workload marginals (default 1000; the preset's default
+is ``steps``). On one CPU core a pretraining step over adult's 455 3-way marginals (2.6M cells) takes
+about 0.5 s, so GEM^Pub at the preset's defaults does not fit in an hour (RESULTS).
 
 Run:  taskset -c 0 .venv/bin/python benchmarks/public_baselines.py [--epsilons 0.1 1] [--seeds 0 1 2]
       .venv/bin/python benchmarks/public_baselines.py --table     # markdown summary of the file
@@ -39,7 +42,7 @@ def _fit(method, private, public, eps, seed, gem_steps):
     if method in ("jam", "aim"):
         kw["max_model_size"] = 20
     if method == "gem-pub":
-        kw["steps"] = gem_steps
+        kw["steps"], kw["pretrain_steps"] = gem_steps
     mech = registry.make_preset(method, eps, DELTA, **kw)
     return mech.fit(private) if method == "aim" else mech.fit(private, public=public)
 
@@ -66,11 +69,11 @@ def run(args):
                         continue  # same private table for every split
                     split = "none" if method == "aim" else name
                     key = f"{split}/{method}/eps={eps:g}/seed={seed}" + (
-                        f"/steps={args.gem_steps}" if method == "gem-pub" else "")
+                        f"/steps={args.gem_steps}/pretrain={args.gem_pretrain}" if method == "gem-pub" else "")
                     if key in done:
                         continue
                     t0, w0 = time.process_time(), time.perf_counter()
-                    mech = _fit(method, private, public, eps, seed, args.gem_steps)
+                    mech = _fit(method, private, public, eps, seed, (args.gem_steps, args.gem_pretrain))
                     syn = Dataset(mech.sample_codes(), private.domain)
                     cpu, wall = time.process_time() - t0, time.perf_counter() - w0
                     rec = {"key": key, "dataset": name, "method": method, "epsilon": eps, "seed": seed,
@@ -79,6 +82,7 @@ def run(args):
                            "public_only_error": workload_error(private, public, wl),
                            "rho_spent": mech.accountant_.rho_spent, "rho_total": mech.rho_total,
                            "gem_steps": args.gem_steps if method == "gem-pub" else None,
+                           "gem_pretrain_steps": args.gem_pretrain if method == "gem-pub" else None,
                            "privmarg": privmarg.__version__}
                     print(json.dumps(rec), flush=True)
                     with out.open("a") as fh:
@@ -122,6 +126,7 @@ def main():
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 1.0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--gem-steps", type=int, default=30)
+    ap.add_argument("--gem-pretrain", type=int, default=1000, help="GEM^Pub's pretraining steps on the public marginals")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--table", action="store_true", help="print the markdown summary of --out and exit")
     args = ap.parse_args()
