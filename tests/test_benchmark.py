@@ -311,3 +311,28 @@ def test_results_file_repair_and_append(tmp_path):
     append_record(path, {"key": "c", "status": "ok"})
     assert [r["key"] for r in load_results(path)] == ["a", "b", "c"]
     assert load_results(path)[0]["x"] == "nan"
+
+
+def test_sweep_split_by_dataset_into_folders_merges_to_the_full_sweep(data_dir):
+    import yaml
+
+    p = write_config(data_dir, {"independent": {}}, baseline=True)
+    raw = yaml.safe_load(p.read_text())
+    raw["datasets"]["toy2"] = dict(raw["datasets"]["toy"])  # same table under a second name
+    p.write_text(yaml.safe_dump(raw))
+    cfg = load_config(p)
+    every = {c.key for c in cfg.cells()}
+    bad = CliRunner().invoke(app, ["bench", str(p), "--dataset", "nope"])
+    assert bad.exit_code == 2 and "nope not in" in bad.output and "toy, toy2" in bad.output
+    shard = data_dir / "shard2"
+    r = CliRunner().invoke(app, ["bench", str(p), "--dataset", "toy2", "--output", str(shard)])
+    assert r.exit_code == 0, r.output
+    got = set(keys(shard / "results.jsonl"))
+    assert got == {k for k in every if k.startswith("toy2/")} and len(got) == 3  # real + 2 seeds
+    assert not (cfg.output / "results.jsonl").exists()  # the config's folder is untouched
+    r = CliRunner().invoke(app, ["bench", str(p), "--dataset", "toy"])
+    assert r.exit_code == 0, r.output
+    with (cfg.output / "results.jsonl").open("a") as fh:  # merge the shard: keys do not name folders
+        fh.write((shard / "results.jsonl").read_text())
+    r = CliRunner().invoke(app, ["bench", str(p), "--dry-run"])
+    assert r.exit_code == 0 and f"{len(every)}/{len(every)} finished" in r.output

@@ -1,9 +1,9 @@
-"""``privmarg bench CONFIG.yaml [--workers N] [--dry-run] [--summary-only]``"""
+"""``privmarg bench CONFIG.yaml [--workers N] [--dataset NAME ...] [--output DIR] [--dry-run] [--summary-only]``"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -15,8 +15,15 @@ def bench_cmd(
     workers: Optional[int] = typer.Option(None, "--workers", help="override the config's workers"),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the cells and whether each is finished"),
     summary_only: bool = typer.Option(False, "--summary-only", help="only (re)write the summary and figure"),
+    dataset: Optional[List[str]] = typer.Option(None, "--dataset",
+                                                help="run only this dataset of the config (repeatable)"),
+    output: Optional[Path] = typer.Option(None, "--output", help="override the config's output folder"),
 ) -> None:
-    """Run a benchmark sweep; resumable (finished cells in OUTPUT/results.jsonl are skipped)."""
+    """Run a benchmark sweep; resumable (finished cells in OUTPUT/results.jsonl are skipped).
+
+    A sweep can be split over processes or machines: give each a disjoint ``--dataset`` set and its
+    own ``--output``; a cell's key does not depend on the folder, so the folders' results.jsonl can be
+    concatenated into one and summarised with ``--summary-only``."""
     from ..benchmark import ConfigError, load_config, run_benchmark, write_summary
     from ..benchmark.runner import cell_table
 
@@ -24,6 +31,14 @@ def bench_cmd(
         cfg = load_config(config)
         if workers is not None and workers < 1:
             raise ConfigError("--workers must be >= 1")
+        if dataset:
+            names = [d.name for d in cfg.datasets]
+            unknown = sorted(set(dataset) - set(names))
+            if unknown:
+                raise ConfigError(f"--dataset: {', '.join(unknown)} not in {config} (it has {', '.join(names)})")
+            cfg.datasets = [d for d in cfg.datasets if d.name in set(dataset)]
+        if output is not None:
+            cfg.output = output
     except (ConfigError, OSError) as e:
         _fail(str(e))
     except Exception as e:  # YAML syntax errors and the like
