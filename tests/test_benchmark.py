@@ -336,3 +336,15 @@ def test_sweep_split_by_dataset_into_folders_merges_to_the_full_sweep(data_dir):
         fh.write((shard / "results.jsonl").read_text())
     r = CliRunner().invoke(app, ["bench", str(p), "--dry-run"])
     assert r.exit_code == 0 and f"{len(every)}/{len(every)} finished" in r.output
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_fresh_worker_per_cell(data_dir, fresh):
+    """By default every cell runs in a new worker process (its peak RSS is its own); with
+    ``fresh_worker: false`` one worker runs them all."""
+    p = write_config(data_dir, {"independent": {}}, seeds=[0, 1, 2], fresh_worker=fresh)
+    cfg = load_config(p)
+    assert cfg.fresh_worker is fresh
+    assert run_benchmark(cfg, console=QUIET).finished == 3
+    pids = {r["pid"] for r in load_results(cfg.results_path)}
+    assert len(pids) == (3 if fresh else 1)

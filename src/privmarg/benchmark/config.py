@@ -16,6 +16,7 @@ A config (paths relative to the config file's folder)::
     ml_max_train_rows: null      # subsample training rows for ML (speed); null = all
     max_crashes: 2               # a cell whose worker dies this often is given up (errors.jsonl)
     start_method: forkserver     # or spawn (worker processes)
+    fresh_worker: true           # a new worker process per cell, so peak RSS is the cell's alone
     datasets:
       adult: {data: adult.csv, domain: domain.json, target: "income>50K", numeric: [age], task: auto}
     methods:
@@ -117,6 +118,9 @@ class BenchConfig:
     max_crashes: int = 2
     figure_metrics: list[str] | None = None
     start_method: str = "forkserver"
+    # a worker process per cell: memory a finished cell kept (allocator arenas, torch's pools) would
+    # otherwise be in the next cell's RSS before its fit and hide its own peak
+    fresh_worker: bool = True
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -240,7 +244,7 @@ def load_config(path: str | Path) -> BenchConfig:
         raise ConfigError("split.test_fraction: must be in (0, 1)")
     known = {"output", "workers", "delta", "epsilons", "seeds", "reference", "baseline", "split", "rows",
              "metrics", "ml_models", "ml_max_train_rows", "max_crashes", "datasets", "methods", "name",
-             "figure_metrics", "start_method", "modules"}
+             "figure_metrics", "start_method", "modules", "fresh_worker"}
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; known: {', '.join(sorted(known))}")
@@ -267,7 +271,7 @@ def load_config(path: str | Path) -> BenchConfig:
         rows=raw.get("rows"), metrics=list(metrics) if metrics is not None else None,
         ml_models=raw.get("ml_models"), ml_max_train_rows=raw.get("ml_max_train_rows"),
         max_crashes=int(raw.get("max_crashes", 2)), figure_metrics=raw.get("figure_metrics"),
-        start_method=start_method, notes=notes)
+        start_method=start_method, fresh_worker=bool(raw.get("fresh_worker", True)), notes=notes)
 
 
 def _modules(raw: Any, notes: list[str]) -> list[MethodSpec]:

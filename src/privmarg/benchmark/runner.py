@@ -272,7 +272,8 @@ def _run_pool(config, workers, pending, crashes, opts, outcome, bar, task, mp, c
     """One executor lifetime; returns True if the pool broke (a worker died)."""
     inflight: dict = {}
     broken = False
-    ex = ProcessPoolExecutor(max_workers=workers, mp_context=_context(mp, config.start_method))
+    ex = ProcessPoolExecutor(max_workers=workers, mp_context=_context(mp, config.start_method),
+                             max_tasks_per_child=1 if config.fresh_worker else None)
     try:
         while (pending or inflight) and not broken:
             # a suspect (in flight when a worker died) runs alone, so a new crash is its own
