@@ -65,27 +65,37 @@ def forward(params: Sequence[torch.Tensor], z: torch.Tensor, spans: Sequence[tup
 
 class _Answers:
     """Relaxed answers of the measured cells as one vector: 1-way cells gathered from the batch
-    mean, 2-way cells from the Gram matrix SᵀS/B (all pairs in one product), larger cliques by an
-    einsum each."""
+    mean, 2-way cells from the Gram matrix SᵀS/B (all pairs in one product), larger cliques by a
+    row-wise outer product and one matrix product each."""
 
     def __init__(self, domain: Domain, cliques: Sequence[tuple[str, ...]], starts: dict, device):
         self.one, self.two_i, self.two_j, self.more, order = [], [], [], [], []
+        # per clique, for :meth:`cells`: first position in the measured order, block starts, shape
+        self.offsets, self.block_starts, self.shapes = [], [], []
+        self.width, self.device = sum(domain.shape), device
         pos = 0
         for c in cliques:
             n = domain.size(c)
+            self.offsets.append(pos)
+            self.block_starts.append(np.array([starts[a] for a in c], np.int64))
+            self.shapes.append(tuple(domain.sizes(c)))
+            if len(c) > 2:
+                self.more.append([(starts[a], starts[a] + domain[a]) for a in c])
+                order.append(("more", pos, n))
+                pos += n
+                continue
             grids = np.unravel_index(np.arange(n), domain.sizes(c))
             idx = [starts[a] + g for a, g in zip(c, grids)]
             if len(c) == 1:
                 self.one.append(idx[0])
                 order.append(("one", pos, n))
-            elif len(c) == 2:
+            else:
                 self.two_i.append(idx[0])
                 self.two_j.append(idx[1])
                 order.append(("two", pos, n))
-            else:
-                self.more.append([(starts[a], starts[a] + domain[a]) for a in c])
-                order.append(("more", pos, n))
             pos += n
+        self.offsets = np.array(self.offsets, np.int64)
+        self.kmax = max((len(c) for c in cliques), default=1)
         cat = lambda xs: torch.as_tensor(np.concatenate(xs) if xs else np.zeros(0, np.int64), device=device)
         self.one_t, self.ti, self.tj = cat(self.one), cat(self.two_i), cat(self.two_j)
         # where each group's cells go in the measured order
@@ -96,16 +106,35 @@ class _Answers:
             [np.concatenate(kinds[k]) if kinds[k] else np.zeros(0, np.int64) for k in ("one", "two", "more")]),
             kind="stable"), device=device)
 
+    def cells(self, S: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """The relaxed answers of the cells ``idx`` (positions in the measured order) alone: the batch
+        mean of the product of each cell's softmax entries. Training's loss uses at most
+        ``top_queries`` cells a step, so its gradient flows through these instead of every answer."""
+        pos = idx.detach().cpu().numpy()
+        ci = np.searchsorted(self.offsets, pos, side="right") - 1
+        cols = np.full((len(pos), self.kmax), self.width, np.int64)  # padding: a column of ones
+        for r, (c, p) in enumerate(zip(ci, pos)):
+            codes = np.unravel_index(p - self.offsets[c], self.shapes[c])
+            cols[r, :len(codes)] = self.block_starts[c] + np.asarray(codes, np.int64)
+        S1 = torch.cat([S, torch.ones(S.shape[0], 1, dtype=S.dtype, device=S.device)], dim=1)
+        return S1[:, torch.as_tensor(cols, device=S.device)].prod(dim=2).mean(dim=0)
+
     def __call__(self, S: torch.Tensor) -> torch.Tensor:
         parts = []
         if len(self.one_t):
             parts.append(S.mean(0)[self.one_t])
         if len(self.ti):
             parts.append((S.T @ S / S.shape[0])[self.ti, self.tj])
-        letters = "ijklmnopqrstuvwxyz"
+        B = S.shape[0]
         for spans in self.more:
-            sub = ",".join("b" + letters[i] for i in range(len(spans))) + "->" + letters[:len(spans)]
-            parts.append(torch.einsum(sub, *[S[:, s:e] for s, e in spans]).reshape(-1) / S.shape[0])
+            # the row-wise outer product of all blocks but the last, then one matrix product with the
+            # last: what einsum("bi,bj,bk->ijk") computes, without its per-call path search (which
+            # took as long as the product itself over hundreds of 3-way marginals a step)
+            P = S[:, spans[0][0]:spans[0][1]]
+            for s, e in spans[1:-1]:
+                P = (P[:, :, None] * S[:, None, s:e]).reshape(B, -1)
+            s, e = spans[-1]
+            parts.append((P.T @ S[:, s:e]).reshape(-1) / B)
         return torch.cat(parts)[self.perm]
 
 
@@ -278,18 +307,20 @@ class GEMGenerator:
         k = min(self.top_queries, target.numel())
         done = 0
         for done in range(1, steps + 1):
-            err = (answers(forward(params, z, model.spans)) - target).abs()
-            worst = float(err.max().detach())
+            S = forward(params, z, model.spans)
+            with torch.no_grad():  # every answer, to find the worst cells; the gradient needs only those
+                err = (answers(S) - target).abs()
+            worst = float(err.max())
             if worst <= self.tol:
                 break
             ema = worst if ema is None else self.ema_beta * ema + (1 - self.ema_beta) * worst
-            top = torch.topk(err.detach(), k).indices
-            top = top[err.detach()[top] >= self.error_share * ema]
+            top = torch.topk(err, k).indices
+            top = top[err[top] >= self.error_share * ema]
             if top.numel() == 0:
-                top = torch.topk(err.detach(), 1).indices
+                top = torch.topk(err, 1).indices
             opt.param_groups[0]["lr"] = 0.5 * self.lr * (1 + math.cos(math.pi * (done - 1) / steps))  # cosine decay
             opt.zero_grad(set_to_none=True)
-            err[top].mean().backward()
+            (answers.cells(S, top) - target[top]).abs().mean().backward()
             opt.step()
             if progress is not None and done % 50 == 0:
                 progress(f"GEM step {done}/{steps}: max error {worst:.4g}")
