@@ -405,17 +405,19 @@ class PMWPub(_PublicStart):
 
 class GEMPub(_PublicStart):
     """GEM^Pub (Liu, Vietri, Wu 2021), JAM's public-data baseline: GEM's generator network first
-    trained ``pretrain_steps`` (default ``steps``) on the public data's ``workload`` marginals
-    (rescaled to N), then GEM's private rounds (:class:`~privmarg.select.gem.PublicStartSelector`:
+    trained ``pretrain_steps`` (default 1000; ``None``: ``steps``) on the public data's ``workload``
+    marginals (rescaled to N), then GEM's private rounds (:class:`~privmarg.select.gem.PublicStartSelector`:
     ``rounds`` T, default ``5d``, ``alpha`` 0.5, workload default all 3-way as in JAM's experiments),
     continuing to train the same network. ``fit(private, domain, public=table)``. Privacy:
     ``rho``-zCDP spent exactly, ``ρ/T`` per round; the public data is free.
     """
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
-                 rounds: int | None = None, alpha: float = 0.5, steps: int = 200, pretrain_steps: int | None = None,
+                 rounds: int | None = None, alpha: float = 0.5, steps: int = 200, pretrain_steps: int | None = 1000,
                  lr: float = 3e-3, batch_size: int = 512, latent_dim: int | None = 64, hidden=(256, 256),
                  device: Any = None, generator: Any = None, **kw):
+        # the start is what GEM^Pub has over GEM: on adult's 455 3-way marginals 200 steps leave the
+        # network at workload error 0.52, 1000 steps at 0.22 (the public table itself: 0.19)
         from .select.gem import PublicStartSelector
 
         self.workload, self.rounds, self.alpha, self.steps, self.pretrain_steps = (
