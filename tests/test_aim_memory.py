@@ -66,3 +66,27 @@ def test_aim_work_cap_leaves_small_models_alone():
     b = AIM(1.0, 1e-6, workload="all-3way", seed=3, iters=60, final_iters=150, work_mb=None).fit(data)
     assert [m.attrs for m in a.measurements_] == [m.attrs for m in b.measurements_]
     assert np.array_equal(a.sample_codes(500), b.sample_codes(500))
+
+
+def test_pgm_refuses_a_model_too_large_for_memory_before_fitting(monkeypatch):
+    """A junction tree whose fit needs more memory than is available is refused with a clear error,
+    before the estimator allocates anything; the same model fits when memory suffices."""
+    import pytest
+
+    from privmarg import Domain
+    from privmarg.core import Measurement
+    from privmarg.generate.pgm import generator as gen_mod
+    from privmarg.generate.pgm.junction_tree import model_size_mb
+
+    dom = Domain(["a", "b", "c"], [40, 50, 60])
+    ms = [Measurement(("a", "b", "c"), np.ones(40 * 50 * 60), 1.0)]
+    need = model_size_mb(dom, [("a", "b", "c")]) * gen_mod.FIT_MEMORY_FACTOR * 2**20
+    monkeypatch.setattr("privmarg.memory.available_memory", lambda: int(need) - 1)
+    called = []
+    monkeypatch.setattr(gen_mod, "estimate", lambda *a, **k: called.append(1))
+    with pytest.raises(gen_mod.ModelTooLarge, match=r"junction tree of .* MB .*\(a, b, c\) has 120,000 cells"):
+        gen_mod.PGM(iters=5).generate(ms, dom, total=100.0)
+    assert not called
+    monkeypatch.setattr("privmarg.memory.available_memory", lambda: int(need) + 1)
+    gen_mod.PGM(iters=5).generate(ms, dom, total=100.0)
+    assert called == [1]

@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ..memory import available_memory  # check_rows_memory looks it up here (tests patch it)
+
 err = Console(stderr=True)
 
 
@@ -80,21 +82,6 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path 
 # ------------------------------------------------------------------------------------------ memory
 #: bytes per synthetic cell while sampling and writing: integer codes, the table, temporaries
 BYTES_PER_CELL = 24
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (Linux MemAvailable), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        return None
 
 
 def _gib(n: float) -> str:
