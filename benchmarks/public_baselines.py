@@ -106,7 +106,9 @@ def table(path) -> str:
     def cell(vals):
         if not vals:
             return ""
-        return f"{np.mean(vals):.4f} ± {np.std(vals, ddof=1) if len(vals) > 1 else 0:.4f} ({len(vals)})"
+        if len(vals) == 1:
+            return f"{vals[0]:.4f} (1)"
+        return f"{np.mean(vals):.4f} ± {np.std(vals, ddof=1):.4f} ({len(vals)})"
 
     rows = ["| split | ε | JAM | PMW^Pub | GEM^Pub | AIM (no public) | public only | CPU s JAM / PMW^Pub / GEM^Pub / AIM |",
             "|---|---|---|---|---|---|---|---|"]
