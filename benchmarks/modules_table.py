@@ -28,6 +28,14 @@ DATASETS = ["adult", "titanic", "salary", "fire"]
 EPS = [0.2, 1.0, 2.5]
 
 
+def _metric(metrics: dict, name: str):
+    """A metric of a record; ``downstream`` (and other ML efficacy fields) live under ``ml_efficacy``."""
+    if name in metrics:
+        return metrics[name]
+    ml = metrics.get("ml_efficacy") or {}
+    return ml.get(name) if isinstance(ml, dict) else None
+
+
 def frame(path: Path, metric: str, config: Path) -> pd.DataFrame:
     from privmarg.benchmark import load_config
 
@@ -38,7 +46,7 @@ def frame(path: Path, metric: str, config: Path) -> pd.DataFrame:
             continue
         m = r.get("memory", {})
         rows.append({"dataset": r["dataset"], "method": r["method"], "eps": r["epsilon"], "seed": r["seed"],
-                     "value": r["metrics"].get(metric), "fit_s": r["timing"]["fit_seconds"],
+                     "value": _metric(r["metrics"], metric), "fit_s": r["timing"]["fit_seconds"],
                      "cpu_s": r["timing"].get("cpu_seconds"), "peak_mb": m.get("peak_rss_mb"),
                      "extra_mb": m.get("fit_extra_mb"), "pid": r.get("pid")})
     df = pd.DataFrame(rows)
@@ -48,12 +56,12 @@ def frame(path: Path, metric: str, config: Path) -> pd.DataFrame:
     return df
 
 
-def sweep_table(df: pd.DataFrame, pairs: list[str]) -> tuple[str, pd.DataFrame]:
+def sweep_table(df: pd.DataFrame, pairs: list[str], label: str = "pair") -> tuple[str, pd.DataFrame]:
     agg = df[df.method.isin(pairs)].groupby(["dataset", "eps", "method"]).agg(
         mean=("value", "mean"), std=("value", "std"), n=("value", "size")).reset_index()
     agg["rank"] = agg.groupby(["dataset", "eps"])["mean"].rank(method="min")
     cols = [(d, e) for d in DATASETS for e in EPS if ((agg.dataset == d) & (agg.eps == e)).any()]
-    head = "| pair | " + " | ".join(f"{d} ε={e:g}" for d, e in cols) + " | mean rank |"
+    head = f"| {label} | " + " | ".join(f"{d} ε={e:g}" for d, e in cols) + " | mean rank |"
     lines = [head, "|---" * (len(cols) + 2) + "|"]
     for p in pairs:
         cells, ranks = [], []
@@ -72,10 +80,10 @@ def sweep_table(df: pd.DataFrame, pairs: list[str]) -> tuple[str, pd.DataFrame]:
     return "\n".join(lines), agg
 
 
-def cost_table(df: pd.DataFrame) -> str:
-    pairs = list(dict.fromkeys(SELECTION + GENERATION))
+def cost_table(df: pd.DataFrame, pairs: list[str] | None = None, label: str = "pair") -> str:
+    pairs = list(dict.fromkeys(pairs or SELECTION + GENERATION))
     ds = [d for d in DATASETS if (df.dataset == d).any()]
-    lines = ["| pair | " + " | ".join(f"{d}: fit s (max) / peak MB" for d in ds) + " |",
+    lines = [f"| {label} | " + " | ".join(f"{d}: fit s (max) / peak MB" for d in ds) + " |",
              "|---" * (len(ds) + 1) + "|"]
     for p in pairs:
         cells = []
