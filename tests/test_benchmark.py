@@ -348,3 +348,23 @@ def test_fresh_worker_per_cell(data_dir, fresh):
     assert run_benchmark(cfg, console=QUIET).finished == 3
     pids = {r["pid"] for r in load_results(cfg.results_path)}
     assert len(pids) == (3 if fresh else 1)
+
+
+def test_cell_timeout_stops_a_cell_and_later_runs_skip_it_until_raised(data_dir):
+    p = write_config(data_dir, {"slow": {"method": "test_benchmark:Shuffle", "params": {"sleep": 3.0}}},
+                     seeds=[0], cell_timeout=0.5)
+    cfg = load_config(p)
+    assert cfg.cell_timeout == 0.5
+    out = run_benchmark(cfg, console=QUIET)
+    assert out.finished == 0 and len(out.errors) == 1
+    err = [r for r in load_results(cfg.errors_path)]
+    assert err[0]["status"] == "timeout" and err[0]["cell_timeout"] == 0.5 and "0.5 s" in err[0]["error"]
+    assert not cfg.results_path.exists() or not keys(cfg.results_path)
+    again = run_benchmark(cfg, console=QUIET)  # same limit: not retried
+    assert again.finished == 0 and again.timed_out == [err[0]["key"]] and not again.errors
+    r = CliRunner().invoke(app, ["bench", str(p), "--dry-run"])
+    assert "ran past cell_timeout 0.5 s before" in r.output
+    cfg.cell_timeout = 10.0  # raised: retried, and now it finishes
+    assert run_benchmark(cfg, console=QUIET).finished == 1
+    with pytest.raises(ConfigError, match="cell_timeout"):
+        load_config(write_config(data_dir, {"independent": {}}, cell_timeout=0))

@@ -17,6 +17,7 @@ A config (paths relative to the config file's folder)::
     max_crashes: 2               # a cell whose worker dies this often is given up (errors.jsonl)
     start_method: forkserver     # or spawn (worker processes)
     fresh_worker: true           # a new worker process per cell, so peak RSS is the cell's alone
+    cell_timeout: 3600           # seconds of fit + sample before a cell is stopped (status timeout); null = none
     datasets:
       adult: {data: adult.csv, domain: domain.json, target: "income>50K", numeric: [age], task: auto}
     methods:
@@ -121,6 +122,7 @@ class BenchConfig:
     # a worker process per cell: memory a finished cell kept (allocator arenas, torch's pools) would
     # otherwise be in the next cell's RSS before its fit and hide its own peak
     fresh_worker: bool = True
+    cell_timeout: float | None = None  # seconds of fit + sample; not part of a cell's key
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -244,7 +246,8 @@ def load_config(path: str | Path) -> BenchConfig:
         raise ConfigError("split.test_fraction: must be in (0, 1)")
     known = {"output", "workers", "delta", "epsilons", "seeds", "reference", "baseline", "split", "rows",
              "metrics", "ml_models", "ml_max_train_rows", "max_crashes", "datasets", "methods", "name",
-             "figure_metrics", "start_method", "modules", "fresh_worker"}
+             "figure_metrics", "start_method", "modules", "fresh_worker",
+             "cell_timeout"}
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; known: {', '.join(sorted(known))}")
@@ -257,6 +260,11 @@ def load_config(path: str | Path) -> BenchConfig:
     start_method = str(raw.get("start_method", "forkserver"))
     if start_method not in ("forkserver", "spawn"):
         raise ConfigError("start_method: forkserver or spawn")
+    cell_timeout = raw.get("cell_timeout")
+    if cell_timeout is not None:
+        cell_timeout = float(cell_timeout)
+        if not cell_timeout > 0:
+            raise ConfigError("cell_timeout: must be > 0 seconds (or null)")
     metrics = raw.get("metrics")
     if metrics is not None:
         from ..evaluation.report import ALL_METRICS
@@ -271,7 +279,8 @@ def load_config(path: str | Path) -> BenchConfig:
         rows=raw.get("rows"), metrics=list(metrics) if metrics is not None else None,
         ml_models=raw.get("ml_models"), ml_max_train_rows=raw.get("ml_max_train_rows"),
         max_crashes=int(raw.get("max_crashes", 2)), figure_metrics=raw.get("figure_metrics"),
-        start_method=start_method, fresh_worker=bool(raw.get("fresh_worker", True)), notes=notes)
+        start_method=start_method, fresh_worker=bool(raw.get("fresh_worker", True)),
+        cell_timeout=cell_timeout, notes=notes)
 
 
 def _modules(raw: Any, notes: list[str]) -> list[MethodSpec]:

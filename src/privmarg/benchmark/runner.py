@@ -10,7 +10,9 @@ A worker that dies (OOM killer, segfault, SIGKILL) breaks the pool: finished cel
 pool is restarted, and the cells that were in flight are retried — alone when several were running,
 so the culprit is identified; a cell that kills its worker ``max_crashes`` times when running alone
 is given up (logged to ``errors.jsonl``; rerunning retries it). A cell that raises is logged to
-``errors.jsonl`` too and retried on the next run.
+``errors.jsonl`` too and retried on the next run. A cell whose fit and sample run past the config's
+``cell_timeout`` (seconds) is stopped and logged with status ``timeout``; later runs skip it unless
+``cell_timeout`` has been raised above the limit it ran under.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import time
 import traceback
 from collections import Counter, deque
@@ -44,6 +47,30 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "N
 # ------------------------------------------------------------------------------------------
 # worker side
 # ------------------------------------------------------------------------------------------
+class CellTimeout(BaseException):
+    """A cell's fit and sample ran past ``cell_timeout`` (a BaseException, like KeyboardInterrupt, so
+    that no ``except Exception`` inside a method swallows it)."""
+
+
+def _arm(seconds: float | None) -> bool:
+    """Raise :class:`CellTimeout` in this (worker's main) thread after ``seconds`` of wall time;
+    False where there is no limit or no interval timer (then nothing is armed)."""
+    if not seconds or not hasattr(signal, "setitimer"):
+        return False
+
+    def _expire(signum, frame):
+        raise CellTimeout(f"fit and sample ran past cell_timeout = {seconds:g} s")
+
+    signal.signal(signal.SIGALRM, _expire)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds))
+    return True
+
+
+def _disarm() -> None:
+    if hasattr(signal, "setitimer"):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
 _DATA_CACHE: dict[str, tuple[Dataset, Dataset]] = {}
 
 
@@ -115,11 +142,15 @@ def run_cell(cell: Cell, options: dict) -> dict:
         rss0 = _rss_mb("VmRSS")
         ch0 = os.times()
         c0, t0 = time.process_time(), time.perf_counter()
-        mech = factory(cell.epsilon, cell.delta, seed=cell.seed, **cell.method.params)
-        fitted = mech.fit(train)
-        mech = fitted if fitted is not None else mech
-        t1 = time.perf_counter()
-        codes = np.asarray(mech.sample_codes(cell.rows))
+        _arm(options.get("cell_timeout"))
+        try:
+            mech = factory(cell.epsilon, cell.delta, seed=cell.seed, **cell.method.params)
+            fitted = mech.fit(train)
+            mech = fitted if fitted is not None else mech
+            t1 = time.perf_counter()
+            codes = np.asarray(mech.sample_codes(cell.rows))
+        finally:
+            _disarm()
         t2, c2 = time.perf_counter(), time.process_time()
         ch2 = os.times()
         child_cpu = (ch2.children_user + ch2.children_system) - (ch0.children_user + ch0.children_system)
@@ -153,6 +184,11 @@ def run_cell(cell: Cell, options: dict) -> dict:
         metrics.pop("columns", None)
         rec["metrics"] = metrics
         rec["status"] = "ok"
+    except CellTimeout as e:
+        rec["status"] = "timeout"
+        rec["error"] = str(e)
+        rec["cell_timeout"] = options.get("cell_timeout")
+        rec["traceback"] = traceback.format_exc()[-4000:]  # where the fit was when stopped
     except Exception as e:  # noqa: BLE001 - a failing cell must not take the sweep down
         rec["status"] = "error"
         rec["error"] = f"{type(e).__name__}: {e}"
@@ -174,6 +210,7 @@ class Outcome:
     errors: list[str] = field(default_factory=list)
     given_up: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # method -> reason
+    timed_out: list[str] = field(default_factory=list)  # skipped: ran past an earlier, not shorter, cell_timeout
     pool_restarts: int = 0
     interrupted: bool = False
 
@@ -205,13 +242,19 @@ def run_benchmark(config: BenchConfig, *, workers: int | None = None, console=No
     outcome = Outcome(total=len(cells))
     todo = [c for c in cells if c.key not in done]
     outcome.already_done = len(cells) - len(todo)
+    timed_out = _timed_out(errors, config.cell_timeout)
+    if timed_out:
+        todo = [c for c in todo if c.key not in timed_out]
+        outcome.timed_out = sorted(timed_out)
+        console.print(f"[yellow]skipping {len(timed_out)} cell(s)[/] that ran past a cell_timeout at least as long "
+                      f"as this one ({config.cell_timeout:g} s; raise it to retry them): see {errors}")
     for name in sorted({c.method.method for c in todo}):
         ok, why = check_available(name)
         if not ok:
             outcome.skipped[name] = why
             console.print(f"[yellow]skipping method {name}:[/] {why}")
     todo = [c for c in todo if c.method.method not in outcome.skipped]
-    opts = {"metrics": config.metrics, "ml_models": config.ml_models,
+    opts = {"metrics": config.metrics, "ml_models": config.ml_models, "cell_timeout": config.cell_timeout,
             "ml_max_train_rows": config.ml_max_train_rows, "single_thread": workers > 1, **(options or {})}
     console.print(f"{len(cells)} cells: {outcome.already_done} already finished, {len(todo)} to run "
                   f"on {workers} worker(s) -> {results}")
@@ -336,6 +379,17 @@ def _run_pool(config, workers, pending, crashes, opts, outcome, bar, task, mp, c
     return broken
 
 
+def _timed_out(errors, limit: float | None) -> set[str]:
+    """Keys that ran past a ``cell_timeout`` at least ``limit`` (all timeouts when there is no limit now:
+    none are skipped then)."""
+    if limit is None:
+        return set()
+    from .results import load_results
+
+    return {r["key"] for r in load_results(errors)
+            if r.get("status") == "timeout" and (r.get("cell_timeout") or 0) >= limit and "key" in r}
+
+
 def _record(config: BenchConfig, rec: dict, outcome: Outcome, bar, task) -> None:
     if rec.get("status") == "ok":
         append_record(config.results_path, rec)
@@ -352,8 +406,11 @@ def cell_table(config: BenchConfig) -> list[dict]:
     """Every cell of ``config``: key, whether finished, and why it would be skipped (for ``--dry-run``)."""
     done = finished_keys(config.results_path)
     avail = {m: check_available(m) for m in {c.method.method for c in config.cells()}}
+    late = _timed_out(config.errors_path, config.cell_timeout)
     return [{"key": c.key, "done": c.key in done, "epsilon": c.epsilon, "seed": c.seed,
-             "skip": "" if avail[c.method.method][0] else avail[c.method.method][1]} for c in config.cells()]
+             "skip": (f"ran past cell_timeout {config.cell_timeout:g} s before" if c.key in late
+                      else "" if avail[c.method.method][0] else avail[c.method.method][1])}
+            for c in config.cells()]
 
 
 __all__ = ["Outcome", "cell_table", "load_cell_data", "run_benchmark", "run_cell", "split_dataset"]
