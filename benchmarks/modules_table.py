@@ -99,11 +99,43 @@ def cost_table(df: pd.DataFrame, pairs: list[str] | None = None, label: str = "p
     return "\n".join(lines)
 
 
+def figure(df: pd.DataFrame, path: Path, metric: str) -> None:
+    """Two panels (the paper's Figure 8 layout): for each sweep, every pair's error over the best
+    pair's in each (dataset, ε) cell, mean over seeds; 1 = best of its sweep."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 1, figsize=(12, 7), constrained_layout=True)
+    for ax, (title, pairs) in zip(axes, (("selection modules × PGM", SELECTION),
+                                         ("generation modules fed PrivSyn's selection", GENERATION))):
+        _, agg = sweep_table(df, pairs)
+        cols = [(d, e) for d in DATASETS for e in EPS if ((agg.dataset == d) & (agg.eps == e)).any()]
+        width = 0.8 / len(pairs)
+        for k, p in enumerate(pairs):
+            ys = []
+            for d, e in cols:
+                cell = agg[(agg.dataset == d) & (agg.eps == e)]
+                row = cell[cell.method == p]
+                ys.append(float(row["mean"].iloc[0] / cell["mean"].min()) if len(row) else np.nan)
+            ax.bar(np.arange(len(cols)) + (k - (len(pairs) - 1) / 2) * width, ys, width, label=p)
+        ax.set_xticks(np.arange(len(cols)), [f"{d}\nε={e:g}" for d, e in cols], fontsize=8)
+        ax.axhline(1.0, color="black", lw=0.6)
+        ax.set_ylabel(f"{metric} / best of sweep")
+        ax.set_title(title)
+        ax.legend(fontsize=8, ncol=len(pairs))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", nargs="?", default="_work/modules/results.jsonl")
     ap.add_argument("--metric", default="workload_error_3way")
     ap.add_argument("--config", default="modules.yaml")
+    ap.add_argument("--figure", type=Path, default=None, help="write the two-panel figure (PNG) here")
     args = ap.parse_args()
     df = frame(Path(args.results), args.metric, Path(args.config))
     for title, pairs in (("Selection modules × PGM", SELECTION), ("Generation modules fed PrivSyn's selection", GENERATION)):
@@ -112,6 +144,8 @@ def main():
     print("**Cost per cell** (mean fit seconds over the cells run, (max); peak RSS MB of a fresh worker, or "
           "+extra RSS of the fit where the worker was shared)\n")
     print(cost_table(df))
+    if args.figure:
+        figure(df, args.figure, args.metric)
 
 
 if __name__ == "__main__":
