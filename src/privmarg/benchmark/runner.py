@@ -55,7 +55,9 @@ class CellTimeout(BaseException):
 def _arm(seconds: float | None) -> bool:
     """Raise :class:`CellTimeout` in this (worker's main) thread after ``seconds`` of wall time;
     False where there is no limit or no interval timer (then nothing is armed)."""
-    if not seconds or not hasattr(signal, "setitimer"):
+    import threading
+
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         return False
 
     def _expire(signum, frame):
