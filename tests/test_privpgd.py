@@ -457,3 +457,50 @@ def test_weighted_descent_follows_the_reliable_marginals():
     a = PrivPGDGenerator(n_particles=300, epochs=3, **SMALL, seed=2).fit(same, data.domain)
     b = PrivPGDGenerator(n_particles=300, epochs=3, weight_power=1.0, **SMALL, seed=2).fit(same, data.domain)
     assert torch.equal(a.particles_, b.particles_)
+
+
+def test_consistency_step_agrees_on_shared_attributes_by_inverse_variance():
+    from privmarg.core import Domain
+    from privmarg.generate.privpgd.privpgd import _consistent
+
+    dom = Domain(["a", "b", "c"], [3, 4, 5])
+    rng = np.random.default_rng(0)
+    true = rng.dirichlet(np.ones(60)).reshape(3, 4, 5) * 1000
+    exact = [(("a", "b"), true.sum(2).ravel(), 2.0), (("a", "c"), true.sum(1).ravel(), 5.0),
+             (("b", "c"), true.sum(0).ravel(), 1.0), (("a",), true.sum((1, 2)), 3.0)]
+    for (a, y, s), (a2, y2, s2) in zip(exact, _consistent(exact, dom)):  # consistent input: unchanged
+        assert a == a2 and s == s2 and np.allclose(y, y2, rtol=0, atol=1e-9)
+    noisy = [(a, y + rng.normal(0, s, y.size), s) for a, y, s in exact]
+    out = _consistent(noisy, dom)
+    arr = {a: y.reshape(dom.sizes(a)) for a, y, _ in out}
+    totals = [y.sum() for _, y, _ in out]
+    assert np.allclose(totals, totals[0])
+    # every marginal holding an attribute implies the same 1-way marginal on it
+    assert np.allclose(arr[("a", "b")].sum(1), arr[("a", "c")].sum(1)) and np.allclose(arr[("a", "b")].sum(1), arr[("a",)])
+    assert np.allclose(arr[("a", "b")].sum(0), arr[("b", "c")].sum(1))
+    assert np.allclose(arr[("a", "c")].sum(0), arr[("b", "c")].sum(0))
+    # the common 'c' margin is the inverse-variance average of the two totals-adjusted implied margins
+    src = {a: y.reshape(dom.sizes(a)) for a, y, _ in noisy}
+    t_w = np.array([1 / (12 * 4.0), 1 / (15 * 25.0), 1 / (20 * 1.0), 1 / (3 * 9.0)])
+    t_bar = t_w @ np.array([src[a].sum() for a, _, _ in noisy]) / t_w.sum()
+    m_ac = (src[("a", "c")] + (t_bar - src[("a", "c")].sum()) / 15).sum(0)
+    m_bc = (src[("b", "c")] + (t_bar - src[("b", "c")].sum()) / 20).sum(0)
+    w_ac, w_bc = 1 / (25.0 * 15 / 5), 1 / (1.0 * 20 / 5)
+    assert np.allclose(arr[("b", "c")].sum(0), (w_ac * m_ac + w_bc * m_bc) / (w_ac + w_bc))
+
+
+def test_consistency_option_is_post_processing_and_seeded():
+    from privmarg.core import Domain
+    from privmarg.generate.privpgd import PrivPGDGenerator
+
+    dom = Domain(["a", "b", "c"], [3, 4, 5])
+    rng = np.random.default_rng(1)
+    true = rng.dirichlet(np.ones(60)).reshape(3, 4, 5) * 500
+    ms = [(("a", "b"), true.sum(2).ravel() + rng.normal(0, 3, 12), 3.0),
+          (("b", "c"), true.sum(0).ravel() + rng.normal(0, 3, 20), 3.0)]
+    kw = dict(n_particles=500, epochs=3, proj_iters=20, seed=4, consistency=True)
+    g1 = PrivPGDGenerator(**kw).fit(ms, dom, total=500.0)
+    g2 = PrivPGDGenerator(**kw).fit(ms, dom, total=500.0)
+    assert np.array_equal(g1.codes_, g2.codes_) and g1.get_params()["consistency"] is True
+    p = g1.projected_
+    assert np.allclose(p[("a", "b")].reshape(3, 4).sum(0), p[("b", "c")].reshape(4, 5).sum(1), atol=0.02)

@@ -542,6 +542,11 @@ class PrivPGDGenerator:
         marginal's target is mostly noise while a 4-cell one is nearly exact; ``weight_power=1``
         (inverse variance of the noise in a marginal's CDF) let PrivPGD beat AIM on adult ε = 2.5
         (benchmarks/RESULTS.md, issue 18). Uses only the noise scales and the public domain.
+    consistency: before the projection, make the noisy marginals agree on every shared attribute
+        (:func:`_consistent`: each attribute's 1-way marginal is the inverse-variance average of
+        what every measured marginal holding it implies, and each marginal is shifted evenly to
+        it; PrivSyn's consistency step). False (the default, the paper): each marginal is
+        projected alone. Post-processing of the measurements: no privacy cost.
     constraint_strength: ``lambda`` for a constraint passed to :meth:`fit` (1.0).
     grad_scale: the reference's gradient multiplier (100) for SW2 and the constraint alike.
     device: ``None``/"auto" (CUDA if available), "cpu", "cuda", ...; ``seed``: int or SeedSequence.
@@ -560,7 +565,7 @@ class PrivPGDGenerator:
                  scheduler_gamma: float = 0.75, mask_rate: float = 0.0, *, proj_iters: int = 200,
                  proj_num_projections: int = 32, proj_lr: float = 0.1, proj_scheduler_step: int = 100,
                  proj_scheduler_gamma: float = 0.8, proj_resample: int = 0, proj_stop_tol: float = 0.01,
-                 init: str = "uniform", weight_power: float = 0.0,
+                 init: str = "uniform", weight_power: float = 0.0, consistency: bool = False,
                  constraint_strength: float = 1.0, grad_scale: float = 100.0,
                  device: Any = None, seed: int | np.random.SeedSequence | None = None):
         def pos_int(name, x, allow_zero=False):
@@ -586,6 +591,7 @@ class PrivPGDGenerator:
         if not (weight_power >= 0 and math.isfinite(weight_power)):
             raise ValueError(f"weight_power must be >= 0 and finite, got {weight_power!r}")
         self.weight_power = float(weight_power)
+        self.consistency = bool(consistency)
         for name, x in [("lr", lr), ("proj_lr", proj_lr), ("scheduler_gamma", scheduler_gamma),
                         ("proj_scheduler_gamma", proj_scheduler_gamma), ("grad_scale", grad_scale)]:
             if not (x > 0 and math.isfinite(x)):
@@ -608,7 +614,7 @@ class PrivPGDGenerator:
         keys = ["n_particles", "epochs", "batch_size", "num_projections", "lr", "scheduler_step",
                 "scheduler_gamma", "mask_rate", "proj_iters", "proj_num_projections", "proj_lr",
                 "proj_scheduler_step", "proj_scheduler_gamma", "proj_resample", "proj_stop_tol", "init", "weight_power",
-                "constraint_strength", "grad_scale",
+                "consistency", "constraint_strength", "grad_scale",
                 "device", "seed"]
         return {k: getattr(self, k) for k in keys}
 
@@ -663,6 +669,8 @@ class PrivPGDGenerator:
             raise ValueError(f"total must be positive, got {total}")
         self.total_ = float(total)
         zeros = list(zeros)
+        if self.consistency:
+            merged = _consistent(merged, domain)
         cliques = [a for a, _, _ in merged]
         valid = [_valid_cells(domain, a, zeros) for a in cliques]
         # 2) projection of each signed marginal onto the simplex
@@ -955,6 +963,47 @@ def _repair_zeros(codes: np.ndarray, Z: np.ndarray, domain: Domain, zeros: list[
         if clean:
             break
     return codes
+
+
+def _consistent(merged, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarray, float]]:
+    """The measurements made to agree on their totals and on every shared attribute (least squares
+    under their noise, PrivSyn's consistency step).
+
+    First every marginal's total becomes the inverse-variance average of the totals (a marginal of
+    ``n`` cells with noise ``σ`` per cell has a total of variance ``n σ²``), spread evenly over its
+    cells. Then, per attribute ``a`` of ``k`` values, each marginal ``c`` holding it implies a 1-way
+    marginal with per-cell variance ``σ_c² n_c / k``; their inverse-variance average replaces each,
+    the difference spread evenly over the ``n_c / k`` cells behind each value. With equal totals,
+    shifting one attribute's margin leaves every other attribute's margin as it was, so one pass
+    over the attributes makes all of them agree. Returns ``(attrs, y, σ)`` as given (σ unchanged)."""
+    arrs = [np.asarray(y, dtype=float).reshape(domain.sizes(a)).copy() for a, y, _ in merged]
+    var = [max(float(s) ** 2, 1e-300) for _, _, s in merged]
+    cells = [domain.size(a) for a, _, _ in merged]
+    wt = np.array([1.0 / (n * v) for n, v in zip(cells, var)])
+    totals = np.array([x.sum() for x in arrs])
+    t_bar = float(wt @ totals / wt.sum())
+    for x, t, n in zip(arrs, totals, cells):
+        x += (t_bar - t) / n
+    for a in domain.attrs:
+        holders = [i for i, (c, _, _) in enumerate(merged) if a in c]
+        if len(holders) < 2:
+            continue
+        k = domain[a]
+        margins, weights, axes = [], [], []
+        for i in holders:
+            c = merged[i][0]
+            ax = c.index(a)
+            rest = tuple(j for j in range(len(c)) if j != ax)
+            margins.append(arrs[i].sum(axis=rest) if rest else arrs[i])
+            weights.append(1.0 / (var[i] * cells[i] / k))
+            axes.append(ax)
+        w = np.array(weights)
+        m_bar = (w[:, None] * np.array(margins)).sum(axis=0) / w.sum()
+        for i, m_i, ax in zip(holders, margins, axes):
+            shape = [1] * arrs[i].ndim
+            shape[ax] = k
+            arrs[i] += ((m_bar - m_i) / (cells[i] / k)).reshape(shape)
+    return [(a, x.ravel(), s) for (a, _, s), x in zip(merged, arrs)]
 
 
 def _marginal_weights(sigmas, cells, total: float, power: float) -> np.ndarray:
