@@ -168,3 +168,29 @@ def test_discrete_gaussian_integer_shift_renyi_is_exactly_the_ledger(sigma):
             assert d <= a * gaussian_rho(sigma, mu) * (1 + 1e-9)
             if float(a).is_integer():
                 assert d == pytest.approx(a * gaussian_rho(sigma, mu), rel=1e-9)
+
+
+@pytest.mark.parametrize("sigma", [0.3, 0.5, 1.0])
+def test_vector_discrete_gaussian_needs_no_extra_term(sigma):
+    # The ledger charges a vector of independent N_Z(0, σ²) on integer-valued answers Δ₂²/(2σ²), with
+    # no small-σ correction: Rényi divergence adds over independent coordinates, and each coordinate's
+    # is at most α μ_j²/(2σ²) (CKS 2020, multivariate discrete Gaussian). The τ-term of the
+    # distributed discrete Gaussian is for sums of discrete Gaussians, which are not released here.
+    # Brute force over the 2-D grid for shifts with Δ₂² = 2 and 5, at small σ where the pmf is far from
+    # the continuous one.
+    m = 40
+    k = np.arange(-m, m + 1)
+
+    def log_pmf_1d(shift):
+        j = np.arange(-m - 60, m + 61)
+        return -((k - shift) ** 2) / (2 * sigma**2) - np.log(np.exp(-((j - shift) ** 2) / (2 * sigma**2)).sum())
+
+    for mu in ((1, 1), (1, 2), (2, 1)):
+        lp = log_pmf_1d(0)[:, None] + log_pmf_1d(0)[None, :]
+        lq = log_pmf_1d(mu[0])[:, None] + log_pmf_1d(mu[1])[None, :]
+        for a in (1.5, 2.0, 3.0, 8.0):
+            s = (a * lp + (1 - a) * lq).ravel()
+            d = float((s.max() + np.log(np.exp(s - s.max()).sum())) / (a - 1))
+            assert d <= a * gaussian_rho(sigma, math.hypot(*mu)) * (1 + 1e-9)
+            if float(a).is_integer():  # attained: the charge is not loose either
+                assert d == pytest.approx(a * gaussian_rho(sigma, math.hypot(*mu)), rel=1e-9)

@@ -253,3 +253,28 @@ def test_names_with_plus_signs_resolve():
 
     assert privmarg.RAPpp is registry.preset_class("rap++") and privmarg.RAP is registry.preset_class("rap")
     assert {"torch", "workload", "adaptive"} <= registry.entry("preset", "rap++").flags
+
+
+def test_rap_plus_round_one_score_has_sensitivity_two_for_any_loop_model():
+    # Round 1 under add/remove scores ‖M_r(D) − N·dist(model_r)‖₁ with the exact N. The bound of 2
+    # must hold whatever the loop model returns (a user's model may give negative cells or a wrong
+    # total): the fitted marginal is clipped and normalised first, so N·dist has L1 norm N.
+    from privmarg.select.rap import _distribution
+
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(2000):
+        k = int(rng.integers(1, 8))
+        a = rng.integers(0, 6, size=k).astype(float)
+        x = rng.normal(0, 3, size=k) * rng.choice([1e-9, 1.0, 1e6])  # negative, tiny, huge, wrong totals
+        b = a.copy()
+        if a.sum() > 0 and rng.random() < 0.5:
+            b[rng.choice(np.flatnonzero(a > 0))] -= 1  # a neighbour without one record
+        else:
+            b[rng.integers(k)] += 1  # with one more
+        s_a = np.abs(a - a.sum() * _distribution(x)).sum()
+        s_b = np.abs(b - b.sum() * _distribution(x)).sum()
+        worst = max(worst, abs(s_a - s_b))
+        d = _distribution(x)
+        assert (d >= 0).all() and d.sum() == pytest.approx(1.0)
+    assert worst <= 2.0 + 1e-9

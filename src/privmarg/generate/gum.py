@@ -107,23 +107,26 @@ def make_consistent(est: Mapping[Clique, tuple[np.ndarray, float]], domain: Doma
     common = sorted({tuple(a for a in c1 if a in c2) for c1, c2 in itertools.combinations(cliques, 2)} - {()},
                     key=lambda a: (len(a), domain.axes(a)))
     holders = {a: [c for c in cliques if set(a) <= set(c)] for a in common}
+    # per shared set, fixed across rounds: each holder's summed-out axes, broadcast shape, cells per
+    # A-cell, and the normalised inverse-variance weights
+    plan = []
+    for a in common:
+        cs = holders[a]
+        if len(cs) < 2:
+            continue
+        ratio = [domain.size(c) / domain.size(a) for c in cs]
+        ws = np.array([1.0 / (var[c] * r) for c, r in zip(cs, ratio)])
+        plan.append([(c, tuple(i for i, b in enumerate(c) if b not in a), [domain[b] if b in a else 1 for b in c], r)
+                     for c, r in zip(cs, ratio)] + [ws / ws.sum()])
     for c in cliques:
         vals[c] = norm_sub(vals[c], total, allowed[c])
     for _ in range(iters):
         moved = 0.0
-        for a in common:
-            cs = holders[a]
-            if len(cs) < 2:
-                continue
-            projs, ws = [], []
-            for c in cs:
-                axes = tuple(i for i, b in enumerate(c) if b not in a)
-                projs.append(vals[c].sum(axis=axes))
-                ws.append(1.0 / (var[c] * domain.size(c) / domain.size(a)))
-            mean = np.tensordot(np.asarray(ws) / sum(ws), np.stack(projs), axes=1)
-            for c, p in zip(cs, projs):
-                shape = [domain[b] if b in a else 1 for b in c]
-                diff = (mean - p) / (domain.size(c) / domain.size(a))
+        for *parts, w in plan:
+            projs = [vals[c].sum(axis=axes) for c, axes, _, _ in parts]
+            mean = np.tensordot(w, np.stack(projs), axes=1)
+            for (c, _, shape, r), p in zip(parts, projs):
+                diff = (mean - p) / r
                 vals[c] = vals[c] + diff.reshape(shape)
                 moved = max(moved, float(np.abs(diff).max()))
         for c in cliques:

@@ -46,6 +46,13 @@ class _Layout:
         # attributes of equal size, projected together: (k, columns of shape (attributes, k))
         self.groups = [(int(k), np.stack([np.arange(o, o + k) for o in self.offsets[self.sizes == k]]))
                        for k in np.unique(self.sizes)]
+        self._group_index: dict = {}  # device -> the groups' column indices there (copied once, not per step)
+
+    def group_index(self, device) -> list[tuple[int, torch.Tensor]]:
+        key = str(device)
+        if key not in self._group_index:
+            self._group_index[key] = [(k, torch.as_tensor(cols, device=device)) for k, cols in self.groups]
+        return self._group_index[key]
 
     def cols(self, a: str) -> slice:
         j = self.domain.attrs.index(a)
@@ -57,8 +64,7 @@ def simplex_project(X: torch.Tensor, layout: _Layout) -> torch.Tensor:
     probability simplex (sparsemax; the sort algorithm of Duchi et al. 2008). Blocks of equal size
     are projected together (one sort each), so no block is padded."""
     out = torch.empty_like(X)
-    for k, cols in layout.groups:
-        idx = torch.as_tensor(cols, device=X.device)  # (g, k)
+    for k, idx in layout.group_index(X.device):  # idx: (g, k)
         V = X[:, idx]  # (n, g, k)
         if k == 1:
             out[:, idx] = 1.0
@@ -282,7 +288,7 @@ class RelaxedProjection:
 
     def _fit(self, X: torch.Tensor, Q: _Queries, layout: _Layout, progress) -> tuple[torch.Tensor, dict]:
         X = X.clone().requires_grad_(True)
-        best, best_loss = X.detach().clone(), math.inf
+        best, best_loss = X.detach().clone(), math.inf  # one buffer, overwritten in place
         steps = 0
         for stage in range(self.stages):
             opt = torch.optim.Adam([X], lr=self.lr / 2**stage)  # a fresh Adam state per stage and per fit
@@ -292,7 +298,8 @@ class RelaxedProjection:
                 loss = Q.loss(X)  # at the current (projected) D': also the early-stopping signal
                 cur = float(loss.detach())
                 if cur < best_loss:
-                    best_loss, best = cur, X.detach().clone()
+                    best_loss = cur
+                    best.copy_(X.detach())
                 hist.append(cur)
                 if cur <= 1e-12 or (self.tol > 0 and len(hist) > 5 and hist[-6] - cur < self.tol * hist[-6]):
                     break
@@ -306,5 +313,6 @@ class RelaxedProjection:
         with torch.no_grad():
             cur = float(Q.loss(X))
         if cur < best_loss:
-            best_loss, best = cur, X.detach().clone()
+            best_loss = cur
+            best.copy_(X.detach())
         return best, {"steps": steps, "loss": best_loss}
