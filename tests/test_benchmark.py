@@ -338,6 +338,21 @@ def test_sweep_split_by_dataset_into_folders_merges_to_the_full_sweep(data_dir):
     assert r.exit_code == 0 and f"{len(every)}/{len(every)} finished" in r.output
 
 
+def test_method_and_epsilon_narrow_a_run_with_the_same_keys(data_dir):
+    p = write_config(data_dir, {"independent": {}, "mst": {}}, epsilons=[0.5, 1.0], seeds=[0])
+    every = {c.key for c in load_config(p).cells()}
+    for flag, bad in (("--method", "nope"), ("--epsilon", "3")):
+        r = CliRunner().invoke(app, ["bench", str(p), flag, bad])
+        assert r.exit_code == 2 and "not in" in r.output
+    r = CliRunner().invoke(app, ["bench", str(p), "--method", "mst", "--epsilon", "1"])
+    assert r.exit_code == 0, r.output
+    got = set(keys(data_dir / "out" / "results.jsonl"))
+    assert got == {k for k in every if k.startswith("toy/mst/eps=1/")} and len(got) == 1
+    r = CliRunner().invoke(app, ["bench", str(p)])  # the rest; the narrowed cell is not rerun
+    assert r.exit_code == 0, r.output
+    assert sorted(keys(data_dir / "out" / "results.jsonl")) == sorted(every)
+
+
 @pytest.mark.parametrize("fresh", [True, False])
 def test_fresh_worker_per_cell(data_dir, fresh):
     """By default every cell runs in a new worker process (its peak RSS is its own); with

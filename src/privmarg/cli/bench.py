@@ -1,4 +1,5 @@
-"""``privmarg bench CONFIG.yaml [--workers N] [--dataset NAME ...] [--output DIR] [--dry-run] [--summary-only]``"""
+"""``privmarg bench CONFIG.yaml [--workers N] [--dataset NAME ...] [--method NAME ...] [--epsilon E ...]
+[--output DIR] [--dry-run] [--summary-only]``"""
 
 from __future__ import annotations
 
@@ -17,13 +18,19 @@ def bench_cmd(
     summary_only: bool = typer.Option(False, "--summary-only", help="only (re)write the summary and figure"),
     dataset: Optional[List[str]] = typer.Option(None, "--dataset",
                                                 help="run only this dataset of the config (repeatable)"),
+    method: Optional[List[str]] = typer.Option(None, "--method",
+                                               help="run only this method of the config (repeatable)"),
+    epsilon: Optional[List[float]] = typer.Option(None, "--epsilon",
+                                                  help="run only this epsilon of the config (repeatable)"),
     output: Optional[Path] = typer.Option(None, "--output", help="override the config's output folder"),
 ) -> None:
     """Run a benchmark sweep; resumable (finished cells in OUTPUT/results.jsonl are skipped).
 
     A sweep can be split over processes or machines: give each a disjoint ``--dataset`` set and its
     own ``--output``; a cell's key does not depend on the folder, so the folders' results.jsonl can be
-    concatenated into one and summarised with ``--summary-only``."""
+    concatenated into one and summarised with ``--summary-only``. ``--method`` and ``--epsilon`` narrow
+    a run the same way (cheap cells first, or leave out cells known to be too slow); the cells keep
+    their keys."""
     from ..benchmark import ConfigError, load_config, run_benchmark, write_summary
     from ..benchmark.runner import cell_table
 
@@ -37,6 +44,18 @@ def bench_cmd(
             if unknown:
                 raise ConfigError(f"--dataset: {', '.join(unknown)} not in {config} (it has {', '.join(names)})")
             cfg.datasets = [d for d in cfg.datasets if d.name in set(dataset)]
+        if method:
+            names = [m.name for m in cfg.methods]
+            unknown = sorted(set(method) - set(names))
+            if unknown:
+                raise ConfigError(f"--method: {', '.join(unknown)} not in {config} (it has {', '.join(names)})")
+            cfg.methods = [m for m in cfg.methods if m.name in set(method)]
+        if epsilon:
+            unknown = sorted(set(epsilon) - set(cfg.epsilons))
+            if unknown:
+                raise ConfigError(f"--epsilon: {', '.join(f'{e:g}' for e in unknown)} not in {config} "
+                                  f"(it has {', '.join(f'{e:g}' for e in cfg.epsilons)})")
+            cfg.epsilons = [e for e in cfg.epsilons if e in set(epsilon)]
         if output is not None:
             cfg.output = output
     except (ConfigError, OSError) as e:
