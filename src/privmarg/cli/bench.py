@@ -38,24 +38,9 @@ def bench_cmd(
         cfg = load_config(config)
         if workers is not None and workers < 1:
             raise ConfigError("--workers must be >= 1")
-        if dataset:
-            names = [d.name for d in cfg.datasets]
-            unknown = sorted(set(dataset) - set(names))
-            if unknown:
-                raise ConfigError(f"--dataset: {', '.join(unknown)} not in {config} (it has {', '.join(names)})")
-            cfg.datasets = [d for d in cfg.datasets if d.name in set(dataset)]
-        if method:
-            names = [m.name for m in cfg.methods]
-            unknown = sorted(set(method) - set(names))
-            if unknown:
-                raise ConfigError(f"--method: {', '.join(unknown)} not in {config} (it has {', '.join(names)})")
-            cfg.methods = [m for m in cfg.methods if m.name in set(method)]
-        if epsilon:
-            unknown = sorted(set(epsilon) - set(cfg.epsilons))
-            if unknown:
-                raise ConfigError(f"--epsilon: {', '.join(f'{e:g}' for e in unknown)} not in {config} "
-                                  f"(it has {', '.join(f'{e:g}' for e in cfg.epsilons)})")
-            cfg.epsilons = [e for e in cfg.epsilons if e in set(epsilon)]
+        cfg.datasets = _narrow("--dataset", dataset, cfg.datasets, lambda d: d.name, config, ConfigError)
+        cfg.methods = _narrow("--method", method, cfg.methods, lambda m: m.name, config, ConfigError)
+        cfg.epsilons = _narrow("--epsilon", epsilon, cfg.epsilons, lambda e: f"{e:g}", config, ConfigError)
         if output is not None:
             cfg.output = output
     except (ConfigError, OSError) as e:
@@ -87,6 +72,19 @@ def bench_cmd(
         raise typer.Exit(130)
     if not outcome.complete:
         raise typer.Exit(1)
+
+
+def _narrow(flag: str, wanted, items: list, name, config: Path, error) -> list:
+    """``items`` whose ``name`` is among ``wanted`` (all of them when nothing is wanted); a wanted
+    name the config lacks is an error that lists what it has."""
+    if not wanted:
+        return items
+    have = [name(x) for x in items]
+    want = {name(w) if not isinstance(w, str) else w for w in wanted}
+    unknown = sorted(want - set(have))
+    if unknown:
+        raise error(f"{flag}: {', '.join(unknown)} not in {config} (it has {', '.join(have)})")
+    return [x for x, n in zip(items, have) if n in want]
 
 
 def register(app) -> None:
