@@ -36,12 +36,16 @@ def _metric(metrics: dict, name: str):
     return ml.get(name) if isinstance(ml, dict) else None
 
 
-def frame(path: Path, metric: str, config: Path) -> pd.DataFrame:
+def frame(path: Path | list[Path], metric: str, config: Path) -> pd.DataFrame:
     from privmarg.benchmark import load_config
 
     keys = {c.key for c in load_config(config).cells()}  # cells of an older spec are left out
-    rows = []
-    for r in load_results(path):
+    rows, seen = [], set()
+    paths = list(path) if isinstance(path, (list, tuple)) else [path]
+    for r in (r for p in paths for r in load_results(p)):
+        if r["key"] in seen:  # the same cell in two files (a seeded copy): count it once
+            continue
+        seen.add(r["key"])
         if r.get("status", "ok") != "ok" or r["method"] == "real" or r["key"] not in keys:
             continue
         m = r.get("memory", {})
@@ -132,7 +136,7 @@ def figure(df: pd.DataFrame, path: Path, metric: str) -> None:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("results", nargs="?", default="_work/modules/results.jsonl")
+    ap.add_argument("results", nargs="?", default="results/modules.jsonl")
     ap.add_argument("--metric", default="workload_error_3way")
     ap.add_argument("--config", default="modules.yaml")
     ap.add_argument("--figure", type=Path, default=None, help="write the two-panel figure (PNG) here")

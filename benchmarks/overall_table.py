@@ -2,7 +2,7 @@
 overall.yaml's results: per dataset and ε, each method's mean (± std over seeds, [rank among the
 methods]) of one metric per table, then mean ranks and cost per cell.
 
-    cd benchmarks && ../.venv/bin/python overall_table.py [results.jsonl] [--metrics workload_error_3way tv_2way]
+    cd benchmarks && ../.venv/bin/python overall_table.py [results.jsonl ...] [--metrics workload_error_3way tv_2way]
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ METHODS = ["aim", "mst", "privpgd", "privbayes", "privmrf", "privsyn", "gsd", "r
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("results", nargs="?", default="_work/overall/results.jsonl")
+    # the committed results: the paper sweep's cells (aim, mst, privpgd, independent) and this grid's
+    ap.add_argument("results", nargs="*", default=["paper_results/results.jsonl", "results/overall.jsonl"])
     ap.add_argument("--metrics", nargs="+", default=["workload_error_3way", "tv_2way", "downstream"])
     ap.add_argument("--config", default="overall.yaml")
     args = ap.parse_args()
     for metric in args.metrics:
-        df = frame(Path(args.results), metric, Path(args.config))
+        df = frame([Path(p) for p in args.results], metric, Path(args.config))
         text, _ = sweep_table(df, [m for m in METHODS if (df.method == m).any()], "method")
         print(f"**{metric}** (mean ± std over seeds [rank among the methods run in that column])\n\n{text}\n")
     print("**Cost per cell** (mean fit seconds (max) / peak RSS MB of a fresh worker, or +extra RSS of the fit "
