@@ -14,8 +14,9 @@ from .junction_tree import model_size_mb, model_sizes_mb
 
 #: resident memory of a fit per byte of the junction tree's clique tables: marginals, potentials,
 #: gradient and momentum, messages and the temporaries of belief propagation (measured: a 645 MB
-#: tree peaked at 7.2 GB RSS, a 188 MB one at 2.3 GB)
-FIT_MEMORY_FACTOR = 10
+#: tree peaked at 7.2 GB RSS, a 188 MB one at 2.3 GB, a 1.29 GB one at 13.9 GB; at 10 a 2.25 GB tree
+#: passed with 22 GiB available and was past 19 GB and growing when it was stopped)
+FIT_MEMORY_FACTOR = 12
 
 
 class ModelTooLarge(ValueError):
