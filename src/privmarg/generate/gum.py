@@ -16,7 +16,7 @@ import numpy as np
 from ..core import Domain, Measurement, StructuralZero
 from ..core.measurement import estimate_total
 from .records import RecordsModel
-from .targets import cell_index, column_cells, repair_zeros
+from .targets import SharedMargins, cell_index, column_cells, repair_zeros
 
 Clique = tuple[str, ...]
 
@@ -116,29 +116,11 @@ def make_consistent(est: Mapping[Clique, tuple[np.ndarray, float]], domain: Doma
     allowed = {c: None if f is None else ~f for c, f in forbidden.items()}
     common = sorted({tuple(a for a in c1 if a in c2) for c1, c2 in itertools.combinations(cliques, 2)} - {()},
                     key=lambda a: (len(a), domain.axes(a)))
-    holders = {a: [c for c in cliques if set(a) <= set(c)] for a in common}
-    # per shared set, fixed across rounds: each holder's summed-out axes, broadcast shape, cells per
-    # A-cell, and the normalised inverse-variance weights
-    plan = []
-    for a in common:
-        cs = holders[a]
-        if len(cs) < 2:
-            continue
-        ratio = [domain.size(c) / domain.size(a) for c in cs]
-        ws = np.array([1.0 / (var[c] * r) for c, r in zip(cs, ratio)])
-        plan.append([(c, tuple(i for i, b in enumerate(c) if b not in a), [domain[b] if b in a else 1 for b in c], r)
-                     for c, r in zip(cs, ratio)] + [ws / ws.sum()])
+    shared = SharedMargins(cliques, [var[c] for c in cliques], domain, common)
     for c in cliques:
         vals[c] = norm_sub(vals[c], total, allowed[c])
     for _ in range(iters):
-        moved = 0.0
-        for *parts, w in plan:
-            projs = [vals[c].sum(axis=axes) for c, axes, _, _ in parts]
-            mean = np.tensordot(w, np.stack(projs), axes=1)
-            for (c, _, shape, r), p in zip(parts, projs):
-                diff = (mean - p) / r
-                vals[c] = vals[c] + diff.reshape(shape)
-                moved = max(moved, float(np.abs(diff).max()))
+        moved = shared.apply(vals)
         for c in cliques:
             new = norm_sub(vals[c], total, allowed[c])
             moved = max(moved, float(np.abs(new - vals[c]).max()))

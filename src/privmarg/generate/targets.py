@@ -118,3 +118,40 @@ def repair_zeros(codes: np.ndarray, domain: Domain, zeros: Sequence[StructuralZe
         if clean:
             return codes
     raise ValueError("structural zeros could not all be satisfied (overlapping zeros leave no allowed record?)")
+
+
+class SharedMargins:
+    """Noisy marginals made to agree on the attribute sets they share, by inverse variance.
+
+    For each set ``A`` of ``shared`` held by two or more ``cliques`` (in that order; a clique's
+    attributes in domain order, as in ``A``), each holder ``c`` implies a marginal on ``A`` with
+    per-cell variance ``σ_c²·n_c/n_A``; :meth:`apply` replaces each holder's by their
+    inverse-variance average, spreading the difference evenly over the ``n_c/n_A`` cells behind each
+    cell of ``A`` (PrivSyn's consistency step; one pass, sets in order). The per-set constants depend
+    only on the cliques, the noise and the public domain, so they are computed once. Post-processing
+    of released answers: no privacy cost."""
+
+    def __init__(self, cliques: Sequence[tuple[str, ...]], var: Sequence[float], domain: Domain,
+                 shared: Sequence[tuple[str, ...]]):
+        self.plan = []
+        for a in shared:
+            holders = [(c, v) for c, v in zip(cliques, var) if set(a) <= set(c)]
+            if len(holders) < 2:
+                continue
+            ratio = [domain.size(c) / domain.size(a) for c, _ in holders]
+            w = np.array([1.0 / (v * r) for (_, v), r in zip(holders, ratio)])
+            self.plan.append(([(c, tuple(i for i, b in enumerate(c) if b not in a),
+                                [domain[b] if b in a else 1 for b in c], r) for (c, _), r in zip(holders, ratio)],
+                              w / w.sum()))
+
+    def apply(self, vals: dict) -> float:
+        """Shift ``vals`` (clique → array of its shape) in place; returns the largest cell move."""
+        moved = 0.0
+        for parts, w in self.plan:
+            projs = [vals[c].sum(axis=axes) for c, axes, _, _ in parts]
+            mean = np.tensordot(w, np.stack(projs), axes=1)
+            for (c, _, shape, r), p in zip(parts, projs):
+                diff = (mean - p) / r
+                vals[c] = vals[c] + diff.reshape(shape)
+                moved = max(moved, float(np.abs(diff).max()))
+        return moved

@@ -84,10 +84,10 @@ class PGM:
     def iterations_for(self, domain: Domain, cliques: Sequence[Sequence[str]]) -> int:
         """The iteration cap of a fit over ``cliques``: ``iters``, lowered to ``work_mb / size``
         (never below ``min_iters``) when ``work_mb`` is set."""
-        if self.work_mb is None:
-            return self.iters
-        size = model_size_mb(domain, cliques)
-        if size <= 0:
+        return self.iters if self.work_mb is None else self._capped(model_size_mb(domain, cliques))
+
+    def _capped(self, size: float) -> int:
+        if self.work_mb is None or size <= 0:
             return self.iters
         return min(self.iters, max(self.min_iters, int(self.work_mb / size)))
 
@@ -101,8 +101,7 @@ class PGM:
         if isinstance(warm, GraphicalModel) and warm.domain == domain:
             kw = dict(warm=warm.potentials, step=warm.step_size, method=self.method)
         cliques = [m.attrs for m in measurements if m.attrs] + [z.attrs for z in zeros]
-        check_fit_memory(domain, cliques)
-        iters = self.iters if self.work_mb is None else self.iterations_for(domain, cliques)
+        iters = self._capped(check_fit_memory(domain, cliques))  # the tree's size, computed once
         return estimate(domain, measurements, total=total, iters=iters, tol=self.tol, zeros=zeros, **kw)
 
     def model_size_mb(self, domain: Domain, cliques: Sequence[Sequence[str]]) -> float:

@@ -49,7 +49,7 @@ import torch
 
 from ...core import Domain, Factor, Measurement, StructuralZero
 from ...core.measurement import estimate_total
-from ..targets import cell_values
+from ..targets import SharedMargins, cell_values
 from ..neural import torch_device
 
 __all__ = [
@@ -976,34 +976,17 @@ def _consistent(merged, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarra
     the difference spread evenly over the ``n_c / k`` cells behind each value. With equal totals,
     shifting one attribute's margin leaves every other attribute's margin as it was, so one pass
     over the attributes makes all of them agree. Returns ``(attrs, y, σ)`` as given (σ unchanged)."""
-    arrs = [np.asarray(y, dtype=float).reshape(domain.sizes(a)).copy() for a, y, _ in merged]
+    cliques = [tuple(a) for a, _, _ in merged]
+    arrs = {c: np.asarray(y, dtype=float).reshape(domain.sizes(c)).copy() for c, (_, y, _) in zip(cliques, merged)}
     var = [max(float(s) ** 2, 1e-300) for _, _, s in merged]
-    cells = [domain.size(a) for a, _, _ in merged]
+    cells = [domain.size(c) for c in cliques]
     wt = np.array([1.0 / (n * v) for n, v in zip(cells, var)])
-    totals = np.array([x.sum() for x in arrs])
+    totals = np.array([arrs[c].sum() for c in cliques])
     t_bar = float(wt @ totals / wt.sum())
-    for x, t, n in zip(arrs, totals, cells):
-        x += (t_bar - t) / n
-    for a in domain.attrs:
-        holders = [i for i, (c, _, _) in enumerate(merged) if a in c]
-        if len(holders) < 2:
-            continue
-        k = domain[a]
-        margins, weights, axes = [], [], []
-        for i in holders:
-            c = merged[i][0]
-            ax = c.index(a)
-            rest = tuple(j for j in range(len(c)) if j != ax)
-            margins.append(arrs[i].sum(axis=rest) if rest else arrs[i])
-            weights.append(1.0 / (var[i] * cells[i] / k))
-            axes.append(ax)
-        w = np.array(weights)
-        m_bar = (w[:, None] * np.array(margins)).sum(axis=0) / w.sum()
-        for i, m_i, ax in zip(holders, margins, axes):
-            shape = [1] * arrs[i].ndim
-            shape[ax] = k
-            arrs[i] += ((m_bar - m_i) / (cells[i] / k)).reshape(shape)
-    return [(a, x.ravel(), s) for (a, _, s), x in zip(merged, arrs)]
+    for c, t, n in zip(cliques, totals, cells):
+        arrs[c] += (t_bar - t) / n
+    SharedMargins(cliques, var, domain, [(a,) for a in domain.attrs]).apply(arrs)
+    return [(a, arrs[c].ravel(), s) for (a, _, s), c in zip(merged, cliques)]
 
 
 def _marginal_weights(sigmas, cells, total: float, power: float) -> np.ndarray:
