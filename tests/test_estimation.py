@@ -414,3 +414,112 @@ def test_incremental_greedy_elimination_equals_the_plain_one():
         cliques = [masks.mask(rng.choice(dom.attrs, size=int(rng.integers(1, min(d, 4) + 1)), replace=False))
                    for _ in range(int(rng.integers(0, 20)))]
         assert jt._eliminate(masks, cliques) == jt._eliminate_reference(masks, cliques)
+
+
+def test_mixed_small_and_big_clique_maps_write_every_cell(monkeypatch):
+    """Some cliques mapped by CSR, some by dense sums, one big clique with no key of its own: θ = Aᵀφ
+    written into a dirty buffer (reused across evaluations) equals the all-sparse map, as does x = Aμ."""
+    from privmarg.generate.pgm.graphical_model import _Plan
+    from privmarg.generate.pgm.junction_tree import JunctionTree
+
+    rng = np.random.default_rng(11)
+    dom = Domain(list("abcdef"), [4, 5, 3, 6, 4, 2])
+    # the 4-cycle a-b-c-d triangulates into (a, b, d) and (b, c, d); the extra clique (b, d, e) holds
+    # no key. At the threshold below the 120-cell cliques take the dense maps, the others CSR.
+    keys = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d"), ("e", "f")]
+    extra = [("b", "d", "e")]
+    tree = JunctionTree.build(dom, keys + extra)
+    plan = _Plan(tree)
+    ms = [Measurement(k, rng.uniform(0, 50, dom.size(k)), 1.0) for k in keys]
+    sizes = sorted(int(np.prod(s)) for s in plan.shapes)
+    threshold = 100
+    assert sizes[0] < threshold <= sizes[-1]
+    probs = {}
+    for cells in (10**12, threshold):
+        monkeypatch.setattr(estimation_module, "DENSE_CLIQUE_CELLS", cells)
+        probs[cells] = estimation_module._Problem(dom, tree, plan, ms, keys)
+    sparse, mixed = probs[10**12], probs[threshold]
+    assert mixed.small_idx is not None and mixed.small_idx.size and mixed.dense and mixed.bare
+    phi = rng.normal(size=sparse.x_off[-1])
+    want = sparse.to_theta(phi)
+    buf = np.full(sparse.mu_off[-1], np.nan)
+    for _ in range(2):  # the second call finds the first one's values in the buffer
+        got = mixed.to_theta(phi, out=buf)
+        assert got is buf
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        phi = rng.normal(size=sparse.x_off[-1])
+        want = sparse.to_theta(phi)
+    mu = rng.uniform(0, 1, sparse.mu_off[-1])
+    for _ in range(2):
+        np.testing.assert_allclose(mixed.to_x(mu), sparse.to_x(mu), rtol=1e-12)
+    fits = []
+    for cells in (10**12, threshold):
+        monkeypatch.setattr(estimation_module, "DENSE_CLIQUE_CELLS", cells)
+        fits.append(estimate(dom, ms, total=100.0, iters=40, tol=0, method="momentum", extra_cliques=extra))
+    np.testing.assert_allclose(fits[0].info.history, fits[1].info.history, rtol=1e-9)
+
+
+def test_belief_propagation_far_apart_peaks_match_brute_force():
+    """A child whose own belief and the message it receives peak 640 nats apart: their scaled
+    exponentials' product falls below 1e-250 and the pass redoes that clique in log space (the
+    branch taken here); marginals and log Z match the brute-force joint, with and without (dirty)
+    output buffers."""
+    from scipy.special import logsumexp
+
+    from privmarg.generate.pgm.graphical_model import _Plan, belief_propagation
+    from privmarg.generate.pgm.junction_tree import JunctionTree
+
+    dom = Domain(list("abc"), [2, 2, 3])
+    tree = JunctionTree.build(dom, [("a", "b"), ("b", "c")])
+    plan = _Plan(tree)
+    rng = np.random.default_rng(0)
+    # (a, b) prefers b = 1 by 650 and (b, c) prefers b = 0 by 640: the joint has b = 1 ahead by
+    # about 10 nats, so both separator values carry mass, but the child's own belief and the message
+    # it receives peak 640 nats apart
+    pots = {("a", "b"): rng.normal(size=(2, 2)) + np.array([0.0, 650.0]),
+            ("b", "c"): rng.normal(size=(2, 3)) + np.array([[0.0], [-640.0]])}
+    theta = [pots[tuple(c)] for c in tree.cliques]
+    joint = pots[("a", "b")][:, :, None] + pots[("b", "c")][None, :, :]
+    log_z = float(logsumexp(joint))
+    p = np.exp(joint - log_z) * 10.0
+    for out in (None, [np.full(s, np.nan) for s in plan.shapes]):
+        mu, lz, _ = belief_propagation(plan, [t.copy() for t in theta], 10.0, out=out)
+        assert lz == pytest.approx(log_z, rel=1e-12)
+        for c, m in zip(tree.cliques, mu):
+            axes = tuple(i for i, a in enumerate("abc") if a not in c)
+            np.testing.assert_allclose(m, p.sum(axis=axes), rtol=1e-9, atol=1e-300)
+
+
+def test_buffer_pool_hands_out_only_unreferenced_arrays():
+    pool = estimation_module._Buffers(5)
+    a = pool.take()
+    b = pool.take()  # a is still referenced: a second array
+    assert a is not b
+    view = b[1:3]
+    del b
+    c = pool.take()  # b lives on through its view
+    assert c is not a and c is not view.base
+    del a, c
+    assert pool.take() is pool.arrays[0] and len(pool.arrays) == 3
+    del view
+    assert len(pool.arrays) == 3
+
+
+def test_belief_propagation_torch_exp_matches_numpy(monkeypatch):
+    """Big tables are exponentiated by torch in place: same marginals as numpy's exp (to rounding)."""
+    from privmarg.generate.pgm import graphical_model as gm
+    from privmarg.generate.pgm.junction_tree import JunctionTree
+
+    rng = np.random.default_rng(5)
+    dom = Domain(list("abcde"), [3, 4, 5, 2, 6])
+    tree = JunctionTree.build(dom, [("a", "b", "c"), ("c", "d"), ("d", "e"), ("a", "e")])
+    plan = gm._Plan(tree)
+    theta = [rng.normal(scale=3.0, size=s) for s in plan.shapes]
+    runs = []
+    for cells in (1 << 62, 0):
+        monkeypatch.setattr(gm, "EXP_TORCH_CELLS", cells)
+        runs.append(gm.belief_propagation(plan, theta, 50.0))
+    (mu_np, lz_np, _), (mu_t, lz_t, _) = runs
+    assert lz_t == pytest.approx(lz_np, rel=1e-13)
+    for a, b in zip(mu_np, mu_t):
+        np.testing.assert_allclose(b, a, rtol=1e-12)

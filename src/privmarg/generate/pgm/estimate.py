@@ -7,6 +7,7 @@ zeros (§3.7). Pure post-processing: no privacy cost.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -90,7 +91,22 @@ class _Problem:
         # summed out, not one per key): JAM's models put many 3-way keys on each maximal clique
         self.dense = [_DenseGroup(domain, tree.cliques[i], plan.shapes[i], slice(self.mu_off[i], self.mu_off[i + 1]),
                                   [(r, self.slices[r]) for r in rs]) for i, rs in dense.items()]
-        self.A = sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(self.x_off[-1], self.mu_off[-1]))
+        # the CSR maps cover the small cliques' cells only: a matvec over every row of a 10⁸-cell
+        # tree costs as much as belief propagation. Big cliques without a key are zero in θ.
+        big = [i for i, n_c in enumerate(mu_sizes) if n_c >= DENSE_CLIQUE_CELLS]
+        self.bare = [slice(self.mu_off[i], self.mu_off[i + 1]) for i in big if i not in dense]
+        if big:
+            small = [np.arange(self.mu_off[i], self.mu_off[i + 1]) for i, n_c in enumerate(mu_sizes)
+                     if n_c < DENSE_CLIQUE_CELLS]
+            self.small_idx = np.concatenate(small) if small else np.zeros(0, int)
+            pos = np.full(self.mu_off[-1], -1)
+            pos[self.small_idx] = np.arange(self.small_idx.size)
+            cols = pos[cols]
+            n_cols = self.small_idx.size
+        else:
+            self.small_idx = None  # every clique is small: the maps cover all cells
+            n_cols = self.mu_off[-1]
+        self.A = sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(self.x_off[-1], n_cols))
         self.At = self.A.T.tocsr()
         # identity measurements merge per clique: Σ w‖x−y‖² = W‖x−ȳ‖² + const
         n = self.x_off[-1]
@@ -121,14 +137,28 @@ class _Problem:
 
     def to_x(self, mu_flat: np.ndarray) -> np.ndarray:
         """x = A μ: the model's marginals on the potentials' cliques, from the maximal cliques' ones."""
-        x = self.A @ mu_flat
+        if self.small_idx is None:
+            x = self.A @ mu_flat
+        else:
+            x = self.A @ mu_flat[self.small_idx] if self.small_idx.size else np.zeros(self.x_off[-1])
         for g in self.dense:
             g.to_x(mu_flat, x)
         return x
 
-    def to_theta(self, phi: np.ndarray) -> np.ndarray:
-        """θ = Aᵀ φ: the potentials spread over the maximal cliques (log space)."""
-        theta = self.At @ phi
+    def to_theta(self, phi: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """θ = Aᵀ φ: the potentials spread over the maximal cliques (log space), written into ``out``
+        (every cell) when given."""
+        if self.small_idx is None:
+            theta = self.At @ phi
+            if out is None:
+                return theta
+            out[:] = theta
+            return out
+        theta = np.empty(self.mu_off[-1]) if out is None else out
+        if self.small_idx.size:
+            theta[self.small_idx] = self.At @ phi
+        for sl in self.bare:
+            theta[sl] = 0.0
         for g in self.dense:
             g.to_theta(phi, theta)
         return theta
@@ -185,21 +215,60 @@ class _DenseGroup:
 
         build(0, list(keys))
 
+        self.children: list[list[int]] = [[] for _ in range(len(self.nodes) + 1)]
+        for j, (parent, *_rest) in enumerate(self.nodes, start=1):
+            self.children[parent].append(j)
+        self.node_keys: list[list[tuple[slice, tuple[int, ...]]]] = [[] for _ in range(len(self.nodes) + 1)]
+        for sl, node, _, bshape in self.keys:
+            self.node_keys[node].append((sl, bshape))
+        self._bufs: list[np.ndarray] | None = None  # the partial-sum nodes' tables, made once
+
+    def _nodes(self, flat: np.ndarray) -> list[np.ndarray]:
+        if self._bufs is None:
+            self._bufs = [np.empty(shape) for _, _, shape, _ in self.nodes]
+        return [flat[self.msl].reshape(self.shape)] + self._bufs
+
     def to_x(self, mu_flat: np.ndarray, x: np.ndarray) -> None:
-        arrs = [mu_flat[self.msl].reshape(self.shape)]
-        for parent, ax, _, _ in self.nodes:
-            arrs.append(arrs[parent].sum(axis=ax))
+        arrs = self._nodes(mu_flat)
+        for j, (parent, ax, _, _) in enumerate(self.nodes, start=1):
+            np.sum(arrs[parent], axis=ax, out=arrs[j])
         for sl, node, axes, _ in self.keys:
             v = arrs[node]
             x[sl] = (v.sum(axis=axes) if axes else v).ravel()
 
     def to_theta(self, phi: np.ndarray, theta: np.ndarray) -> None:
-        bufs = [theta[self.msl].reshape(self.shape)] + [np.zeros(shape) for _, _, shape, _ in self.nodes]
-        for sl, node, _, bshape in self.keys:
-            bufs[node] += phi[sl].reshape(bshape)
-        for j in range(len(self.nodes), 0, -1):  # children after their parents: spread bottom-up
-            parent, _, _, bshape = self.nodes[j - 1]
-            bufs[parent] += bufs[j].reshape(bshape)
+        """Write the clique's cells of θ (all of them): children after their parents, so spread
+        bottom-up; each node's table is written by its first term, not zeroed and then added to."""
+        bufs = self._nodes(theta)
+        for j in range(len(self.nodes), -1, -1):
+            terms = [phi[sl].reshape(bshape) for sl, bshape in self.node_keys[j]]
+            terms += [bufs[k].reshape(self.nodes[k - 1][3]) for k in self.children[j]]
+            dst = bufs[j]
+            if not terms:
+                dst.fill(0.0)
+            elif len(terms) == 1:
+                np.copyto(dst, terms[0])
+            else:
+                np.add(terms[0], terms[1], out=dst)
+                for t in terms[2:]:
+                    dst += t
+
+
+class _Buffers:
+    """Flat arrays of one size reused across evaluations: on a big tree a fresh array costs more in
+    page faults than the pass that fills it. An array is handed out again once nothing but this
+    pool refers to it (no view of it is alive either: a view holds its base)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.arrays: list[np.ndarray] = []
+
+    def take(self) -> np.ndarray:
+        for i in range(len(self.arrays)):
+            if sys.getrefcount(self.arrays[i]) == 2:  # the pool's reference and the call's
+                return self.arrays[i]
+        self.arrays.append(np.empty(self.size))
+        return self.arrays[-1]
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -272,16 +341,17 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
         return [flat[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(plan.shapes[i]) for i in range(n_cl)]
 
     n_eval = [0]
+    pool = _Buffers(int(prob.mu_off[-1]))
 
     def evaluate(params, trial=False):
         """(θ, μ, loss, grads, x) at ``params``; a trial step that overflows θ returns None."""
         n_eval[0] += 1
-        theta_flat = prob.to_theta(params)
+        theta_flat = prob.to_theta(params, out=pool.take() if prob.small_idx is not None else None)
         if has_zeros:
             theta_flat += base
         if trial and theta_flat.size and not theta_flat.max() < np.inf:  # NaN or +inf: one pass
             return None  # an overlong step (tiny curvature on a big clique): reject it, shrink the step
-        mu_flat = np.empty(prob.mu_off[-1])
+        mu_flat = pool.take()
         try:
             with np.errstate(over="ignore" if trial else "warn"):
                 mu, _, _ = belief_propagation(plan, views(theta_flat), total, out=views(mu_flat))
@@ -290,7 +360,8 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
                 return None
             raise
         out = (theta_flat, mu_flat) + prob(mu_flat)
-        if trial and not (np.isfinite(out[2]) and np.isfinite(mu_flat).all()):
+        # μ ≥ 0 or NaN, so its max is finite exactly when every cell is (no boolean temporary)
+        if trial and not (np.isfinite(out[2]) and (mu_flat.size == 0 or mu_flat.max() < np.inf)):
             return None
         return out
 
