@@ -341,14 +341,21 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
         return [flat[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(plan.shapes[i]) for i in range(n_cl)]
 
     n_eval = [0]
+    # on a big tree: μ of the current point and of the step being tried come from a pool of reused
+    # arrays, and θ (needed only to compute μ) from one scratch array; the final θ is recomputed
     pool = _Buffers(int(prob.mu_off[-1]))
+    scratch = np.empty(prob.mu_off[-1]) if prob.small_idx is not None else None
 
-    def evaluate(params, trial=False):
-        """(θ, μ, loss, grads, x) at ``params``; a trial step that overflows θ returns None."""
-        n_eval[0] += 1
-        theta_flat = prob.to_theta(params, out=pool.take() if prob.small_idx is not None else None)
+    def theta_at(params):
+        theta_flat = prob.to_theta(params, out=scratch)
         if has_zeros:
             theta_flat += base
+        return theta_flat
+
+    def evaluate(params, trial=False):
+        """(μ, loss, grads, x) at ``params``; a trial step that overflows θ returns None."""
+        n_eval[0] += 1
+        theta_flat = theta_at(params)
         if trial and theta_flat.size and not theta_flat.max() < np.inf:  # NaN or +inf: one pass
             return None  # an overlong step (tiny curvature on a big clique): reject it, shrink the step
         mu_flat = pool.take()
@@ -359,9 +366,9 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
             if trial:
                 return None
             raise
-        out = (theta_flat, mu_flat) + prob(mu_flat)
+        out = (mu_flat,) + prob(mu_flat)
         # μ ≥ 0 or NaN, so its max is finite exactly when every cell is (no boolean temporary)
-        if trial and not (np.isfinite(out[2]) and (mu_flat.size == 0 or mu_flat.max() < np.inf)):
+        if trial and not (np.isfinite(out[1]) and (mu_flat.size == 0 or mu_flat.max() < np.inf)):
             return None
         return out
 
@@ -380,7 +387,7 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
         # potentials (all mass on one cell, no way back for either optimiser)
         return np.clip(g / (prob.curv * (np.maximum(x, 0.0) + smooth)), -LOG_STEP_CAP, LOG_STEP_CAP)
 
-    theta, mu, loss, grads, xs = evaluate(phi)
+    mu, loss, grads, xs = evaluate(phi)
     history = [loss]
     converged = not prob.measured.any()
     it = 0
@@ -391,8 +398,12 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
         wmax = max([float(prob.W.max())] + [w for *_, w in prob.linear])
         alpha = step if step is not None else 1.0 / (2.0 * wmax * total)
         if method == "momentum":
-            phi, theta, mu, loss, grads, xs, alpha, it, converged = _momentum(
-                evaluate, (phi, theta, mu, loss, grads, xs), alpha, grow, iters, tol, history, callback, 1e-30 * total**2)
+            # hand the state over in a list the step empties: a reference kept here would pin a
+            # tree-sized μ for the whole fit (the buffer pool reuses only free arrays)
+            state = [phi, mu, loss, grads, xs]
+            mu = None
+            phi, mu, loss, grads, xs, alpha, it, converged = _momentum(
+                evaluate, state, alpha, grow, iters, tol, history, callback, 1e-30 * total**2)
         else:
             alpha /= grow  # md and precond grow the step before each try
         stalled = 0
@@ -405,9 +416,10 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
                 # back to a plain mirror-descent step (a second try costs more than it gains)
                 alpha_p = min(alpha_p * grow, 1.0)
                 cand = phi - alpha_p * direction(grads, xs)
+                res = mu_c = None  # a rejected try's arrays go back to the pool first
                 res = evaluate(cand, trial=True)
                 if res is not None:
-                    theta_c, mu_c, loss_c, grads_c, xs_c = res
+                    mu_c, loss_c, grads_c, xs_c = res
                     dec = _dot(grads, xs - xs_c)  # ⟨∇L(μ), μ − μ'⟩ through the measured marginals
                     ok = dec > 0 and loss - loss_c >= 0.25 * dec
                 if not ok:
@@ -416,9 +428,10 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
                 alpha *= grow
                 for _ in range(30):
                     cand = phi - alpha * grads
+                    res = mu_c = None
                     res = evaluate(cand, trial=True)
                     if res is not None:
-                        theta_c, mu_c, loss_c, grads_c, xs_c = res
+                        mu_c, loss_c, grads_c, xs_c = res
                         if loss_c <= loss and loss - loss_c >= 0.5 * alpha * _dot(grads, xs - xs_c):
                             ok = True
                             break
@@ -431,7 +444,7 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
                     if stalled > 100:
                         break
                     continue
-            phi, theta, mu, loss, grads, xs = cand, theta_c, mu_c, loss_c, grads_c, xs_c
+            phi, mu, loss, grads, xs = cand, mu_c, loss_c, grads_c, xs_c
             history.append(loss)
             if callback is not None:
                 callback(it, loss)
@@ -449,7 +462,7 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
             if loss <= 1e-30 * total**2:
                 converged = True
                 break
-    theta, mu = views(theta), views(mu)
+    theta, mu = views(theta_at(phi)), views(mu)
     model = GraphicalModel(domain, tree, theta, total, plan=plan, marginals=mu)
     model.potentials = {r: phi[prob.slices[r]].reshape(prob.shapes[r]).copy() for r in keys}
     model.step_size = alpha
@@ -466,7 +479,8 @@ def _momentum(evaluate, state, alpha, grow, iters, tol, history, callback, floor
     to drop, the step size halved. The step size grows by ``grow`` per accepted step until the first
     rejection, then by :data:`MOMENTUM_GROW`. Comparisons with plain mirror descent and mbi:
     benchmarks/RESULTS.md (issue 22)."""
-    phi, theta, mu, loss, grads, xs = state
+    phi, mu, loss, grads, xs = state
+    state.clear()
     velocity = np.zeros_like(phi)
     k = it = 0
     found_scale = converged = False
@@ -474,8 +488,9 @@ def _momentum(evaluate, state, alpha, grow, iters, tol, history, callback, floor
         it += 1
         beta = k / (k + 3.0)
         cand = phi - alpha * grads + beta * velocity if k else phi - alpha * grads
+        res = None  # a rejected step's arrays go back to the buffer pool before the next evaluation
         res = evaluate(cand, trial=True)
-        if res is None or not res[2] < loss:
+        if res is None or not res[1] < loss:
             found_scale = True
             if k:  # restart: drop the momentum, keep the step size
                 k = 0
@@ -483,16 +498,17 @@ def _momentum(evaluate, state, alpha, grow, iters, tol, history, callback, floor
             for _ in range(30):  # no momentum to blame: shrink the step until it lowers the loss
                 alpha *= 0.5
                 cand = phi - alpha * grads
+                res = None
                 res = evaluate(cand, trial=True)
-                if res is not None and res[2] < loss:
+                if res is not None and res[1] < loss:
                     break
             else:
-                if res is not None and res[2] - loss <= 1e-12 * abs(loss):
+                if res is not None and res[1] - loss <= 1e-12 * abs(loss):
                     converged = True  # a step 2^-30 shorter changes the loss at rounding level only
                     break
                 continue
         velocity = cand - phi
-        phi, (theta, mu, loss, grads, xs) = cand, res
+        phi, (mu, loss, grads, xs) = cand, res
         k += 1
         alpha *= MOMENTUM_GROW if found_scale else grow
         history.append(loss)
@@ -504,7 +520,7 @@ def _momentum(evaluate, state, alpha, grow, iters, tol, history, callback, floor
         if loss <= floor:
             converged = True
             break
-    return phi, theta, mu, loss, grads, xs, alpha, it, converged
+    return phi, mu, loss, grads, xs, alpha, it, converged
 
 
 def loss_of(domain: Domain, measurements: Sequence[Measurement], marginal: Callable[[tuple], np.ndarray]) -> float:
