@@ -404,9 +404,15 @@ class GraphicalModel:
                 counts = self.project([a]).reshape(1, k)
                 group = np.zeros(n, dtype=np.int64)
             else:
-                counts = self.project(par + [a]).reshape(-1, k)  # rows: par values, row-major
-                group = np.ravel_multi_index(tuple(out[:, col[u]] for u in par), d.sizes(par))
-            out[:, col[a]] = _fill_groups(counts, group, rng, method)
+                # only the parent values some record has (at most n of them) matter: a table of
+                # 10^7-10^8 parent groups is read where occupied, not copied, transposed and scaled
+                canon = d.canonical(par + [a])  # par is in domain order already
+                table = self.project(canon, cache=False).reshape(d.sizes(canon))
+                table = np.moveaxis(table, canon.index(a), -1)  # (parent values..., k), a view
+                flat = np.ravel_multi_index(tuple(out[:, col[u]] for u in par), d.sizes(par))
+                occupied, group = np.unique(flat, return_inverse=True)
+                counts = table[np.unravel_index(occupied, d.sizes(par))]
+            out[:, col[a]] = _fill_groups(counts, group.ravel(), rng, method)
         return out
 
 
