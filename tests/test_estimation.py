@@ -490,7 +490,7 @@ def test_belief_propagation_far_apart_peaks_match_brute_force():
             np.testing.assert_allclose(m, p.sum(axis=axes), rtol=1e-9, atol=1e-300)
 
 
-def test_buffer_pool_hands_out_only_unreferenced_arrays():
+def test_buffer_pool_hands_out_only_unreferenced_arrays(monkeypatch):
     pool = estimation_module._Buffers(5)
     a = pool.take()
     b = pool.take()  # a is still referenced: a second array
@@ -503,6 +503,10 @@ def test_buffer_pool_hands_out_only_unreferenced_arrays():
     assert pool.take() is pool.arrays[0] and len(pool.arrays) == 3
     del view
     assert len(pool.arrays) == 3
+    # never more than MAX_ARRAYS kept: further arrays are handed out unpooled
+    monkeypatch.setattr(estimation_module._Buffers, "MAX_ARRAYS", 3)
+    held = [pool.take() for _ in range(5)]
+    assert len(pool.arrays) == 3 and len({id(h) for h in held}) == 5
 
 
 def test_belief_propagation_torch_exp_matches_numpy(monkeypatch):

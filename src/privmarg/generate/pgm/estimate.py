@@ -259,15 +259,24 @@ class _Buffers:
     page faults than the pass that fills it. An array is handed out again once nothing but this
     pool refers to it (no view of it is alive either: a view holds its base)."""
 
+    MAX_ARRAYS = 8  # a fit holds 2-3 at a time; past this the pool stops keeping new ones
+
     def __init__(self, size: int):
         self.size = size
         self.arrays: list[np.ndarray] = []
+        self._free_refs: int | None = None  # the reference count of an array only the pool holds
 
     def take(self) -> np.ndarray:
         for i in range(len(self.arrays)):
-            if sys.getrefcount(self.arrays[i]) == 2:  # the pool's reference and the call's
+            if sys.getrefcount(self.arrays[i]) == self._free_refs:
                 return self.arrays[i]
-        self.arrays.append(np.empty(self.size))
+        a = np.empty(self.size)
+        if len(self.arrays) >= self.MAX_ARRAYS:
+            return a
+        self.arrays.append(a)
+        del a
+        if self._free_refs is None:  # measured, not assumed: interpreters count borrowed refs differently
+            self._free_refs = sys.getrefcount(self.arrays[-1])
         return self.arrays[-1]
 
 
