@@ -71,6 +71,10 @@ class _Problem:
         self.shapes = {r: domain.sizes(r) for r in keys}
         mu_sizes = [int(np.prod(s)) for s in plan.shapes]
         self.mu_off = np.concatenate([[0], np.cumsum(mu_sizes)]).astype(int)
+        # the CSR maps cover the small cliques' cells only (columns = those cells, in tree order): a
+        # matvec over every row of a 10⁸-cell tree costs as much as belief propagation
+        small = [n_c < DENSE_CLIQUE_CELLS for n_c in mu_sizes]
+        col_off = np.concatenate([[0], np.cumsum([n_c if s else 0 for n_c, s in zip(mu_sizes, small)])]).astype(int)
         rows, cols = [], []
         # keys on big cliques use dense numpy sums/broadcasts instead: a CSR matvec reads an index
         # and gathers per nonzero, ~3x slower per cell than a strided sum (35% of AIM's time on fire)
@@ -84,29 +88,21 @@ class _Problem:
                 continue
             r_idx = np.broadcast_to(np.arange(domain.size(r)).reshape(bshape), plan.shapes[i]).ravel()
             rows.append(self.x_off[k] + r_idx)
-            cols.append(self.mu_off[i] + np.arange(n_c))
+            cols.append(col_off[i] + np.arange(n_c))
         rows = np.concatenate(rows) if rows else np.zeros(0, int)
         cols = np.concatenate(cols) if cols else np.zeros(0, int)
         # several keys on one big clique share partial sums (one pass over the clique per attribute
         # summed out, not one per key): JAM's models put many 3-way keys on each maximal clique
         self.dense = [_DenseGroup(domain, tree.cliques[i], plan.shapes[i], slice(self.mu_off[i], self.mu_off[i + 1]),
                                   [(r, self.slices[r]) for r in rs]) for i, rs in dense.items()]
-        # the CSR maps cover the small cliques' cells only: a matvec over every row of a 10⁸-cell
-        # tree costs as much as belief propagation. Big cliques without a key are zero in θ.
-        big = [i for i, n_c in enumerate(mu_sizes) if n_c >= DENSE_CLIQUE_CELLS]
-        self.bare = [slice(self.mu_off[i], self.mu_off[i + 1]) for i in big if i not in dense]
-        if big:
-            small = [np.arange(self.mu_off[i], self.mu_off[i + 1]) for i, n_c in enumerate(mu_sizes)
-                     if n_c < DENSE_CLIQUE_CELLS]
-            self.small_idx = np.concatenate(small) if small else np.zeros(0, int)
-            pos = np.full(self.mu_off[-1], -1)
-            pos[self.small_idx] = np.arange(self.small_idx.size)
-            cols = pos[cols]
-            n_cols = self.small_idx.size
+        # big cliques without a key are zero in θ
+        self.bare = [slice(self.mu_off[i], self.mu_off[i + 1]) for i, s in enumerate(small) if not s and i not in dense]
+        if all(small):
+            self.small_idx = None  # the maps cover all cells, in place
         else:
-            self.small_idx = None  # every clique is small: the maps cover all cells
-            n_cols = self.mu_off[-1]
-        self.A = sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(self.x_off[-1], n_cols))
+            parts = [np.arange(self.mu_off[i], self.mu_off[i + 1]) for i, s in enumerate(small) if s]
+            self.small_idx = np.concatenate(parts) if parts else np.zeros(0, int)
+        self.A = sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(self.x_off[-1], int(col_off[-1])))
         self.At = self.A.T.tocsr()
         # identity measurements merge per clique: Σ w‖x−y‖² = W‖x−ȳ‖² + const
         n = self.x_off[-1]
