@@ -12,11 +12,12 @@ from .estimate import METHODS, estimate
 from .graphical_model import GraphicalModel
 from .junction_tree import model_size_mb, model_sizes_mb
 
-#: resident memory of a fit per byte of the junction tree's clique tables: marginals, potentials,
-#: gradient and momentum, messages and the temporaries of belief propagation (measured: a 645 MB
-#: tree peaked at 7.2 GB RSS, a 188 MB one at 2.3 GB, a 1.29 GB one at 13.9 GB; at 10 a 2.25 GB tree
-#: passed with 22 GiB available and was past 19 GB and growing when it was stopped)
-FIT_MEMORY_FACTOR = 12
+#: resident memory of a fit and its sampling per byte of the junction tree's clique tables: the
+#: current marginals and a trial step's (reused buffers), one θ scratch table, the potentials' and
+#: partial sums' tables, the process itself. Measured since the buffers are reused: a 645 MB tree's
+#: fit peaked at 2.4 GB, a whole fire cell on a 1.29 GB tree (data, fit, sampling) at 4.4 GB (3.4×).
+#: Before, when every evaluation allocated its tables afresh, 12 was needed (a 1.29 GB tree: 13.9 GB).
+FIT_MEMORY_FACTOR = 5
 
 
 class ModelTooLarge(ValueError):
