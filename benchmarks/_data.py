@@ -42,3 +42,17 @@ def seed_sweep_args(methods: list[str], out: Path, **extra: dict) -> argparse.Na
     args = ap.parse_args()
     args.out = Path(args.out)
     return args
+
+
+def sweep_train(name: str):
+    """``(train, domain)``: dataset ``name`` (see :func:`folder`) split as the sweeps split it (80/20,
+    seed 0; ``privmarg.benchmark.runner.split_dataset``), rows outside the domain dropped."""
+    from privmarg import Dataset, Domain
+    from privmarg.benchmark.runner import split_dataset
+    from privmarg.data.dataset import read_table
+
+    path = folder(name)
+    dom = Domain.from_json(path / "domain.json")
+    data = Dataset.from_frame(read_table(path / "private.csv.gz"), dom, drop_unknown=True)
+    train, _ = split_dataset(data, 0.2, 0)
+    return train, dom

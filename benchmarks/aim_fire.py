@@ -20,25 +20,21 @@ import resource
 import time
 from pathlib import Path
 
+from _data import sweep_train
 from aim_variants import _parse
 
 ROOT = Path(__file__).resolve().parents[1]
-FIRE = ROOT.parent / "shared" / "data" / "fire"
 
 
 def one(name: str, kw: dict, epsilon: float, seed: int) -> dict:
     import numpy as np
 
-    from privmarg import AIM, Dataset, Domain
-    from privmarg.benchmark.runner import split_dataset
+    from privmarg import AIM, Dataset
     from privmarg.core import all_kway
     from privmarg.evaluation import workload_error
-    from privmarg.data.dataset import read_table
     from privmarg.evaluation.metrics import tv_per_marginal
 
-    dom = Domain.from_json(FIRE / "domain.json")
-    data = Dataset.from_frame(read_table(FIRE / "private.csv.gz"), dom, drop_unknown=True)
-    train, _ = split_dataset(data, 0.2, 0)
+    train, dom = sweep_train("fire")
     log = []
     c0, t0 = time.process_time(), time.perf_counter()
 

@@ -22,8 +22,9 @@ import resource
 import time
 from pathlib import Path
 
+from _data import sweep_train
+
 ROOT = Path(__file__).resolve().parents[1]
-FIRE = ROOT.parent / "shared" / "data" / "fire"
 
 
 def fit(train, epsilon: float, seed: int, iters: int, profile: bool):
@@ -49,14 +50,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "fire_privsyn_pgm_profile.jsonl")
     a = ap.parse_args()
 
-    from privmarg import Dataset, Domain
-    from privmarg.benchmark.runner import split_dataset
-    from privmarg.data.dataset import read_table
     from privmarg.generate.pgm import PGM
 
-    dom = Domain.from_json(FIRE / "domain.json")
-    data = Dataset.from_frame(read_table(FIRE / "private.csv.gz"), dom, drop_unknown=True)
-    train, _ = split_dataset(data, 0.2, 0)
+    train, dom = sweep_train("fire")
     for eps in a.epsilons:
         s1, c1, _ = fit(train, eps, a.seed, a.iters, False)
         s2, c2, prof = fit(train, eps, a.seed, 2 * a.iters, True)

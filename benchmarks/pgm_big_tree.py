@@ -19,24 +19,16 @@ import json
 import time
 from pathlib import Path
 
+from _data import sweep_train
+from fire_privsyn_pgm_profile import fit as privsyn_pgm_fit
+
 ROOT = Path(__file__).resolve().parents[1]
-FIRE = ROOT.parent / "shared" / "data" / "fire"
 
 
-def cliques(epsilon: float) -> list[tuple[str, ...]]:
-    from privmarg import Dataset, Domain
-    from privmarg.benchmark.methods import ModulePair
-    from privmarg.benchmark.runner import split_dataset
-    from privmarg.data.dataset import read_table
-
-    dom = Domain.from_json(FIRE / "domain.json")
-    data = Dataset.from_frame(read_table(FIRE / "private.csv.gz"), dom, drop_unknown=True)
-    train, _ = split_dataset(data, 0.2, 0)
-    # the generator fit is cut to its start point: only the selection's cliques are wanted here
-    pair = ModulePair("privsyn", "pgm", epsilon=epsilon, delta=1e-5, seed=0, neighbour="add_remove",
-                      generator={"iters": 0, "tol": 0.0, "method": "momentum"})
-    pair.fit(train)
-    return [dom.canonical(m.attrs) for m in pair.synth.measurements_]
+def cliques(train, dom, epsilon: float) -> list[tuple[str, ...]]:
+    """PrivSyn's selection on fire's training split at ``epsilon`` (seed 0): the cliques of the cell."""
+    synth, _, _ = privsyn_pgm_fit(train, epsilon, 0, 0, False)  # the fit cut to its start point
+    return [dom.canonical(m.attrs) for m in synth.measurements_]
 
 
 def main() -> None:
@@ -49,13 +41,14 @@ def main() -> None:
 
     import numpy as np
 
-    from privmarg import Domain, Measurement
+    from privmarg import Measurement
     from privmarg.generate.pgm import graphical_model as gm
     from privmarg.generate.pgm.estimate import _Problem, estimate
     from privmarg.generate.pgm.junction_tree import JunctionTree
 
-    dom = Domain.from_json(FIRE / "domain.json")
-    cl = list(dict.fromkeys(cliques(a.epsilon)))
+    train, dom = sweep_train("fire")
+    cl = list(dict.fromkeys(cliques(train, dom, a.epsilon)))
+    del train
     tree = JunctionTree.build(dom, cl)
     plan = gm._Plan(tree)
     rng = np.random.default_rng(0)

@@ -109,19 +109,16 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
         else:
             np.add(theta[p], msg, out=out[p])
             filled[p] = True
-    log_z = None
-    done = [False] * n
+    # the root sent no upward message, so its exponential is still to make
+    root = plan.bfs[0]
+    br = out[root] if filled[root] else theta[root]
+    shift[root] = float(np.max(br))
+    if not np.isfinite(shift[root]):
+        raise _zero_mass()
+    _exp_shifted(br, shift[root], out[root])
+    log_z = float(np.log(out[root].sum()) + shift[root])
     for i in plan.bfs:
-        if not done[i]:  # the root: no upward message computed its exponential
-            bi = out[i] if filled[i] else theta[i]
-            m = float(np.max(bi))
-            if not np.isfinite(m):
-                raise _zero_mass()
-            _exp_shifted(bi, m, out[i])
-            shift[i] = m
         ei, m = out[i], shift[i]
-        if log_z is None:
-            log_z = float(np.log(ei.sum()) + m)
         for c in plan.children[i]:
             ax = plan.parent_axes[c]
             sep = (np.log(ei.sum(axis=ax)) if ax else np.log(ei)) + m
@@ -143,8 +140,6 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
                 bc += down
                 shift[c] = float(np.max(bc))
                 _exp_shifted(bc, shift[c], out[c])
-            done[c] = True
-        done[i] = True
     for i in range(n):
         scale = np.exp(shift[i] - log_z) * total
         np.multiply(out[i], scale, out=out[i])
