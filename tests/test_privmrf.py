@@ -108,18 +108,55 @@ def test_measured_junction_tree_stays_within_the_cap():
     assert max(len(m.attrs) for m in syn.measurements_) >= 2
 
 
-def test_usefulness_limit_bounds_the_marginals():
-    """Every measured marginal of two or more attributes is θ-useful at the planned noise."""
-    data = _chain(k=12)
-    syn = _fit(data, theta=6.0)
-    x = syn.selection_.extra
-    n_hat = x["record_count"]
-    d = len(data.domain)
-    sigma_plan = math.sqrt((d + int(0.8 * d)) / (2 * 0.8 * syn.rho_total))  # add/remove: Δ₂ = 1
-    limit = n_hat / (6.0 * sigma_plan * math.sqrt(2 / math.pi))
-    for m in syn.measurements_:
-        if len(m.attrs) > 1:
-            assert data.domain.size(m.attrs) < limit, m.attrs
+@pytest.mark.parametrize("neighbour", ["add_remove", "replace_one"])
+def test_usefulness_limit_bounds_the_marginals(neighbour):
+    """Every measured marginal of two or more attributes is θ-useful at the noise it got."""
+    data = _chain(n=20000, k=12)  # a 144-cell pair is useful, a 1,728-cell triple is not
+    syn = _fit(data, neighbour, theta=6.0)
+    n_hat = syn.selection_.extra["record_count"]
+    multi = [m for m in syn.measurements_ if len(m.attrs) > 1]
+    assert multi
+    for m in multi:
+        limit = n_hat / (6.0 * m.sigma * math.sqrt(2 / math.pi))
+        assert data.domain.size(m.attrs) < limit, m.attrs
+
+
+def _plan_at(sel, dom, n_hat, rho):
+    """The selector's plan on one maximal clique of all attributes with flat noisy TVDs."""
+    from types import SimpleNamespace
+
+    d = len(dom)
+    tvd = np.full((d, d), 0.1) - 0.1 * np.eye(d)
+    prng = np.random.default_rng(0)
+    return sel._plan(dom, [tuple(dom.attrs)], tvd, n_hat, int(0.8 * d), 0.1 * rho, rho, 1.0, prng,
+                     SimpleNamespace(zeros=[]))
+
+
+def test_plan_resizes_when_the_planned_limit_leaves_too_little_to_measure():
+    """Four 33-value attributes: sized for the plan's 7 marginals the usefulness limit falls just under
+    a pair's 1,089 cells, so only the four 1-way marginals fit; sized for 6 it admits pairs. The plan
+    measures more than 4, every pair is θ-useful at the σ it gets, and a plan that already fits
+    (a larger N̂) is the plan's own count."""
+    dom = Domain(["a", "b", "c", "d"], [33] * 4)
+    sel = PrivMRFSelector(theta=6.0)
+    rho = 1.0
+    sig7 = math.sqrt(7 / (2 * 0.9 * rho))
+    n_hat = 1080.0 * 6.0 * sig7 * math.sqrt(2 / math.pi)  # limit at 7 marginals: 1,080 cells
+    init, pool, n_refine, steps, sigma = _plan_at(sel, dom, n_hat, rho)
+    count = len(init) + n_refine
+    assert 4 < count <= 6
+    assert sigma == pytest.approx(math.sqrt(count / (2 * (0.9 if steps else 1.0) * rho)), rel=1e-12)
+    assert any(len(c) > 1 for c in init)
+    for c in init:
+        if len(c) > 1:
+            assert dom.size(c) < n_hat / (6.0 * sigma * math.sqrt(2 / math.pi))
+    # with ample rows the plan sized for 7 (3-way families) is kept as it is
+    init, pool, n_refine, steps, sigma = _plan_at(sel, dom, 100 * n_hat, rho)
+    from types import SimpleNamespace
+
+    first = sel.initial(dom, [tuple(dom.attrs)], np.full((4, 4), 0.1) - 0.1 * np.eye(4),
+                        sel._limit(100 * n_hat, sig7), np.random.default_rng(0), SimpleNamespace(zeros=[]))
+    assert init == first and max(len(c) for c in init) == 3
 
 
 def test_seeded_runs_repeat_and_seeds_differ():

@@ -110,7 +110,8 @@ class PrivMRFSelector:
        and refits the model in the loop; the lower-scoring half of those not taken get half weight.
        ``⌊refine_ratio·d⌋`` marginals are added in all (``refine_ratio`` = the reference's t = 0.8).
     6. **Marginals** (the rest): every marginal of steps 4–5 with one Gaussian noise σ
-       (Δ₂ = 1 or √2), sized for d + ⌊0.8d⌋ of them.
+       (Δ₂ = 1 or √2), sized for d + ⌊0.8d⌋ of them, or for fewer where the limit at that σ leaves
+       fewer to measure (``_plan``: the largest count whose own limit fills it).
 
     θ-usefulness: a marginal of two or more attributes must have fewer than
     ``N̂/(θ·σ·√(2/π))`` cells (counts per cell at least θ times the mean absolute noise), ``theta = 6``.
@@ -124,7 +125,7 @@ class PrivMRFSelector:
     noise to N without accounting it properly); zCDP throughout; both neighbour relations; the graph
     kept triangulated between edges (the reference re-triangulates the raw graph) with our junction
     tree's greedy elimination; θ-usefulness with the mean absolute noise σ√(2/π) in both phases, at
-    the planned σ (the reference omits √(2/π) when building the graph and re-sizes with the final σ);
+    the σ of the count measured (the reference omits √(2/π) when building the graph and re-sizes with the final σ);
     candidates inside an initial marginal are left out and a measured candidate leaves the pool (the
     reference may measure a marginal twice); the candidate draw is without replacement (numpy's weighted choice); the
     halved weights go to the lower-scoring half (the reference halves by list position); every
@@ -217,23 +218,13 @@ class PrivMRFSelector:
         cliques = self.graph(dom, tvd)
         ctx.progress(f"PrivMRF: attribute graph with {len(cliques)} maximal cliques")
 
-        # 4. initial marginals, sized with the planned noise
+        # 4-5. initial marginals and the refinement pool, sized with the noise they will get
         n_plan = int(self.refine_ratio * d)
         rho_scores = self.score_share * rho
-        sigma_plan = even_sigma(rho - session.rho_spent - rho_scores, d + n_plan, l2)
-        init = self.initial(dom, cliques, tvd, self._limit(n_hat, sigma_plan), prng, ctx)
-
-        # 5. the refinement pool; σ of every marginal
-        measured_init = [set(c) for c in init]
-        pool_w: dict[Clique, float] = {}
-        for c, w in self._candidates(dom, cliques, self._limit(n_hat, sigma_plan)).items():
-            if not any(set(c) <= m for m in measured_init):
-                pool_w[c] = w
-        n_refine = min(n_plan, len(pool_w))
-        steps = min(self.steps if self.steps is not None else min(d // 2, 8), n_refine)
+        init, pool_w, n_refine, steps, sigma = self._plan(dom, cliques, tvd, n_hat, n_plan, rho_scores,
+                                                          rho - session.rho_spent, l2, prng, ctx)
         if steps == 0:
-            n_refine, rho_scores = 0, 0.0
-        sigma = even_sigma(rho - session.rho_spent - rho_scores, len(init) + n_refine, l2)
+            rho_scores = 0.0
         for c in init:
             session.measure(c, sigma, what=f"PrivMRF initial {','.join(c)}")
         ctx.progress(f"PrivMRF: {len(init)} initial marginals measured")
@@ -258,6 +249,43 @@ class PrivMRFSelector:
                                 "record_count": n_hat, "sigma": sigma})
 
     # ------------------------------------------------------------------------ pieces
+    def _plan(self, dom: Domain, cliques: list[Clique], tvd: np.ndarray, n_hat: float, n_plan: int,
+              rho_scores: float, rho_left: float, l2: float, prng: np.random.Generator, ctx: Context):
+        """Initial marginals, refinement pool, its size, the rounds and σ (steps 4-5; post-processing).
+
+        The θ-usefulness limit depends on σ, which depends on how many marginals are measured. For each
+        count ``t`` from the plan's d + ⌊refine_ratio·d⌋ down, size the limit at ``t`` marginals' σ and
+        build the initial families and the pool under it, measuring at most ``t`` in all; keep the
+        plan that measures the most (the first found on ties). Every marginal is then θ-useful at the
+        σ it gets, which is never above the σ of ``t`` marginals. Where the plan's own count fits this
+        changes nothing; where it does not, the reference re-sizes with its final σ instead. Without it
+        a limit just under a common table size (33×33 cells on salary under replace-one at ε = 1) left
+        the pool empty and the budget on 7 marginals, where 15 fit at t = 15."""
+        d = len(dom)
+        start = prng.bit_generator.state
+        kept, best = None, 0
+        for target in range(d + n_plan, 0, -1):
+            if target <= best:  # no smaller count can measure more
+                break
+            prng.bit_generator.state = start
+            limit = self._limit(n_hat, even_sigma(rho_left - rho_scores, target, l2))
+            init = self.initial(dom, cliques, tvd, limit, prng, ctx)
+            if len(init) > target:
+                continue
+            measured_init = [set(c) for c in init]
+            pool_w = {c: w for c, w in self._candidates(dom, cliques, limit).items()
+                      if not any(set(c) <= m for m in measured_init)}
+            n_refine = min(n_plan, len(pool_w), target - len(init))
+            if len(init) + n_refine > best:
+                kept, best = (init, pool_w, n_refine, prng.bit_generator.state), len(init) + n_refine
+        init, pool_w, n_refine, after = kept
+        prng.bit_generator.state = after
+        steps = min(self.steps if self.steps is not None else min(d // 2, 8), n_refine)
+        if steps == 0:
+            n_refine, rho_scores = 0, 0.0
+        sigma = even_sigma(rho_left - rho_scores, len(init) + n_refine, l2)
+        return init, pool_w, n_refine, steps, sigma
+
     def _limit(self, n_hat: float, sigma: float) -> float:
         """θ-usefulness: the most cells a marginal of two or more attributes may have."""
         return n_hat / (self.theta * sigma * SQRT_2_OVER_PI)
