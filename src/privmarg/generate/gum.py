@@ -73,25 +73,29 @@ def norm_sub(x: np.ndarray, total: float, allowed: np.ndarray | None = None) -> 
     (others 0). δ by Michelot's fixed point instead of a sort: from the mean excess (a lower bound on
     δ), ``δ ← (Σ_{v>δ} v − total)/#{v>δ}`` only grows and stops when the cells above δ stop changing
     (exact, a few linear passes; the consistency loop calls this hundreds of times on 3-way tables)."""
-    flat = x.ravel().astype(float)
+    flat = np.asarray(x, dtype=float).ravel()
     ok = None if allowed is None else np.asarray(allowed, dtype=bool).ravel()
     v = flat if ok is None else flat[ok]
-    out = np.zeros_like(flat)
     if v.size == 0 or total <= 0:
-        return out.reshape(x.shape)
+        return np.zeros(x.shape)
     delta = (v.sum() - total) / v.size
     count = v.size
+    cand = v  # the cells still above δ: δ only grows, so later passes read only these
     while True:
-        above = v > delta
+        above = cand > delta
         c = int(np.count_nonzero(above))
-        nxt = (v[above].sum() - total) / c
+        if c != count:
+            cand = cand[above]
+        nxt = (cand.sum() - total) / c
         if c == count or not nxt > delta:
             delta = max(delta, nxt) if c == count else delta
             break
         delta, count = nxt, c
-    res = np.maximum(v - delta, 0.0)
+    res = np.subtract(v, delta)
+    np.maximum(res, 0.0, out=res)
     if ok is None:
         return res.reshape(x.shape)
+    out = np.zeros(flat.size)
     out[ok] = res
     return out.reshape(x.shape)
 

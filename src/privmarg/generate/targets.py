@@ -145,13 +145,14 @@ class SharedMargins:
                               w / w.sum()))
 
     def apply(self, vals: dict) -> float:
-        """Shift ``vals`` (clique → array of its shape) in place; returns the largest cell move."""
+        """Shift ``vals`` (clique → float array of its shape, owned by the caller: updated in place);
+        returns the largest cell move."""
         moved = 0.0
         for parts, w in self.plan:
             projs = [vals[c].sum(axis=axes) for c, axes, _, _ in parts]
             mean = np.tensordot(w, np.stack(projs), axes=1)
             for (c, _, shape, r), p in zip(parts, projs):
                 diff = (mean - p) / r
-                vals[c] = vals[c] + diff.reshape(shape)
+                vals[c] += diff.reshape(shape)
                 moved = max(moved, float(np.abs(diff).max()))
         return moved
