@@ -262,6 +262,8 @@ class PrivMRFSelector:
         a limit just under a common table size (33×33 cells on salary under replace-one at ε = 1) left
         the pool empty and the budget on 7 marginals, where 15 fit at t = 15."""
         d = len(dom)
+        if n_plan == 0 or self.steps == 0:  # no refinement: nothing reserved for its scores
+            n_plan, rho_scores = 0, 0.0
         start = prng.bit_generator.state
         kept, best = None, 0
         for target in range(d + n_plan, 0, -1):
