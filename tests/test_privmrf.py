@@ -150,6 +150,13 @@ def test_plan_resizes_when_the_planned_limit_leaves_too_little_to_measure():
     for c in init:
         if len(c) > 1:
             assert dom.size(c) < n_hat / (6.0 * sigma * math.sqrt(2 / math.pi))
+    # without refinement nothing is reserved for scores: σ and the limit are the marginals' own
+    sel0 = PrivMRFSelector(theta=6.0, steps=0)
+    init0, _, n0, steps0, sigma0 = _plan_at(sel0, dom, n_hat, rho)
+    assert steps0 == 0 and n0 == 0
+    assert sigma0 == pytest.approx(math.sqrt(len(init0) / (2 * rho)), rel=1e-12)
+    assert all(dom.size(c) < n_hat / (6.0 * sigma0 * math.sqrt(2 / math.pi)) for c in init0 if len(c) > 1)
+    assert max(len(c) for c in init0) == 2  # sized at 4 marginals and no reserve: pairs fit
     # with ample rows the plan sized for 7 (3-way families) is kept as it is
     init, pool, n_refine, steps, sigma = _plan_at(sel, dom, 100 * n_hat, rho)
     from types import SimpleNamespace

@@ -54,6 +54,30 @@ def _simplex_reference(v: np.ndarray) -> np.ndarray:
     return np.maximum(v - css[k] / (k + 1), 0)
 
 
+def test_simplex_projection_in_float32_near_a_projected_iterate_and_at_large_scale():
+    """What RAP's loop projects: float32 rows a small Adam-like step away from the simplex (a few
+    fixed-point passes), and rows of entries up to ~100; 1-value blocks are exactly 1, blocks sum to 1,
+    and the result matches the sort algorithm. The layout pickles without its device tensors."""
+    import pickle
+
+    dom = Domain(["a", "b", "c", "d"], [1, 3, 16, 40])
+    lay = _Layout(dom)
+    g = torch.Generator().manual_seed(1)
+    P = simplex_project(torch.rand(200, lay.width, generator=g), lay)
+    for X in (P + 1e-3 * torch.randn(200, lay.width, generator=g), 30 * torch.randn(50, lay.width, generator=g)):
+        out = simplex_project(X, lay).numpy()
+        assert (out >= 0).all()
+        assert (out[:, lay.cols("a")] == 1.0).all()
+        for a in dom.attrs:
+            cols = lay.cols(a)
+            np.testing.assert_allclose(out[:, cols].sum(1), 1.0, atol=1e-5)
+            for n in range(0, len(out), 7):
+                ref = _simplex_reference(X.numpy()[n, cols].astype(np.float64))
+                np.testing.assert_allclose(out[n, cols], ref, atol=2e-5)
+    state = pickle.loads(pickle.dumps(lay)).__dict__
+    assert "_tensors" not in state and state["width"] == lay.width
+
+
 def test_simplex_projection_matches_the_sort_algorithm_per_block():
     dom = Domain(["a", "b", "c"], [1, 4, 7])
     lay = _Layout(dom)

@@ -69,6 +69,18 @@ class _Layout:
             cache[key] = torch.as_tensor(self.block, device=device)
         return cache[key]
 
+    def single_columns(self, device) -> torch.Tensor | None:
+        """Columns of 1-value attributes (None if there are none)."""
+        cache = self.__dict__.setdefault("_tensors", {})
+        key = ("single", str(device))
+        if key not in cache:
+            cols = np.flatnonzero(self.sizes[self.block] == 1)
+            cache[key] = torch.as_tensor(cols, device=device) if cols.size else None
+        return cache[key]
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_tensors"}  # no device tensors in pickles
+
     def cols(self, a: str) -> slice:
         j = self.domain.attrs.index(a)
         return slice(int(self.offsets[j]), int(self.offsets[j] + self.sizes[j]))
@@ -84,19 +96,33 @@ def simplex_project(X: torch.Tensor, layout: _Layout) -> torch.Tensor:
     an Adam step is a few). Block sums are one product with the block-indicator matrix. Same result
     as the sort algorithm of Duchi et al. (2008), which sorted every block of every row each step
     and took most of RAP's time."""
-    B = layout.indicator(X.device, X.dtype)  # (Σk, d)
     block = layout.block_tensor(X.device)  # column -> attribute
     count = layout.sizes_tensor(X.device, X.dtype).expand(X.shape[0], -1)  # support behind τ: all
-    tau = (X @ B - 1.0) / count
-    for _ in range(int(layout.sizes.max()) + 1):
+    tau = (_block_sums(X, layout) - 1.0) / count
+    for _ in range(int(layout.sizes.max()) + 1):  # each block's support shrinks at most k times
         T = tau.index_select(1, block)
         mask = (X > T).to(X.dtype)  # float masks: products with a bool tensor are ~20x slower on CPU
-        new = mask @ B
+        new = _block_sums(mask, layout)
         if torch.equal(new, count):  # the support τ came from: τ is the fixed point
             break
         count = new
-        tau = torch.maximum(tau, ((X * mask) @ B - 1.0) / count)  # monotone under rounding too
-    return (X - T).clamp_(min=0.0)
+        tau = torch.maximum(tau, (_block_sums(X * mask, layout) - 1.0) / count)  # monotone under rounding too
+    else:  # not reached in exact arithmetic; the last τ then still applies
+        T = tau.index_select(1, block)
+    out = (X - T).clamp_(min=0.0)
+    single = layout.single_columns(X.device)
+    if single is not None:
+        out[:, single] = 1.0  # a 1-value block is 1 exactly (x − (x − 1) is not, in float32)
+    return out
+
+
+def _block_sums(M: torch.Tensor, layout: _Layout) -> torch.Tensor:
+    """Per row, the sum of each attribute's block (``N' × d``): one product with the block-indicator
+    matrix on CPU; on CUDA an ``index_add_`` (exact float32 where a matmul may run in TF32)."""
+    if M.is_cuda:
+        out = torch.zeros((M.shape[0], len(layout.sizes)), device=M.device, dtype=M.dtype)
+        return out.index_add_(1, layout.block_tensor(M.device), M)
+    return M @ layout.indicator(M.device, M.dtype)
 
 
 # ----------------------------------------------------------------------------- queries

@@ -280,6 +280,8 @@ class PrivMRFSelector:
             n_refine = min(n_plan, len(pool_w), target - len(init))
             if len(init) + n_refine > best:
                 kept, best = (init, pool_w, n_refine, prng.bit_generator.state), len(init) + n_refine
+        if kept is None:
+            raise ValueError("PrivMRF: no marginal fits max_clique_size / max_model_size (with the structural zeros)")
         init, pool_w, n_refine, after = kept
         prng.bit_generator.state = after
         steps = min(self.steps if self.steps is not None else min(d // 2, 8), n_refine)
