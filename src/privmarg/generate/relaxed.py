@@ -338,7 +338,7 @@ class RelaxedProjection:
         best, best_loss = X.detach().clone(), math.inf  # one buffer, overwritten in place
         steps = 0
         for stage in range(self.stages):
-            opt = torch.optim.Adam([X], lr=self.lr / 2**stage)  # a fresh Adam state per stage and per fit
+            opt = torch.optim.Adam([X], lr=self.lr / 2**stage, fused=True)  # a fresh Adam state per stage and per fit
             hist: list[float] = []
             for _ in range(self.iters):
                 opt.zero_grad(set_to_none=True)
