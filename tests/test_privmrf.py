@@ -209,3 +209,25 @@ def test_tiny_domains_spend_exactly(neighbour, d):
     ledger = syn.privacy_report()["ledger"]
     assert sum(c["rho"] for c in ledger) == pytest.approx(syn.rho_total, rel=1e-9)
     assert {a for m in syn.measurements_ for a in m.attrs} == set(data.domain.attrs)
+
+
+def test_replace_one_run_measures_pairs_when_the_planned_limit_falls_just_under_them():
+    """End to end under replace-one (N public, so the limit is exact): N is chosen so that the limit
+    sized for the plan's 7 marginals is 1,080 cells, under the 1,089 of a 33 × 33 pair. The run
+    measures more than the four 1-way marginals the old plan was left with, at least one pair, each
+    multi-attribute marginal θ-useful at its own σ, and spends ρ exactly."""
+    rho = 0.02
+    sig7 = math.sqrt(2.0) * math.sqrt(7 / (2 * 0.8 * rho))  # Δ₂ = √2; 0.1ρ graph, 0.1ρ scores
+    n = int(1080.0 * 6.0 * sig7 * math.sqrt(2 / math.pi))
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 33, n)
+    cols = [np.where(rng.random(n) < 0.7, x, rng.integers(0, 33, n)) for _ in range(4)]
+    data = Dataset(np.column_stack(cols), Domain(["a", "b", "c", "d"], [33] * 4))
+    syn = Synthesizer(PrivMRFSelector(**FAST), PGM(iters=20), epsilon=None, delta=None, rho=rho, seed=0,
+                      neighbour="replace_one").fit(data)
+    multi = [m for m in syn.measurements_ if len(m.attrs) > 1]
+    assert len(syn.measurements_) > 4 and multi
+    for m in multi:
+        assert data.domain.size(m.attrs) < n / (6.0 * m.sigma * math.sqrt(2 / math.pi)), m.attrs
+    ledger = syn.privacy_report()["ledger"]
+    assert sum(c["rho"] for c in ledger) == pytest.approx(rho, rel=1e-9)
