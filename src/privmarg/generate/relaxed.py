@@ -45,38 +45,31 @@ class _Layout:
         self.block = np.repeat(np.arange(len(self.sizes)), self.sizes)  # column -> attribute index
         self._tensors: dict = {}  # (what, device, dtype) -> tensor, made once, not per step
 
-    def indicator(self, device, dtype) -> torch.Tensor:
-        """The (d × Σk) 0/1 matrix of which columns belong to each attribute (cached per device)."""
+    def _tensor(self, key: tuple, make):
+        """``make()`` as a tensor, made once per ``key`` (what, device, dtype), not per step."""
         cache = self.__dict__.setdefault("_tensors", {})  # layouts pickled before this cache
-        key = ("B", str(device), dtype)
         if key not in cache:
+            cache[key] = make()
+        return cache[key]
+
+    def indicator(self, device, dtype) -> torch.Tensor:
+        """The (d × Σk) 0/1 matrix of which columns belong to each attribute."""
+        def make():
             B = np.zeros((len(self.sizes), self.width))
             B[self.block, np.arange(self.width)] = 1.0
-            cache[key] = torch.as_tensor(B, device=device, dtype=dtype)
-        return cache[key]
+            return torch.as_tensor(B, device=device, dtype=dtype)
+        return self._tensor(("B", str(device), dtype), make)
 
     def sizes_tensor(self, device, dtype) -> torch.Tensor:
-        cache = self.__dict__.setdefault("_tensors", {})
-        key = ("k", str(device), dtype)
-        if key not in cache:
-            cache[key] = torch.as_tensor(self.sizes, device=device, dtype=dtype)
-        return cache[key]
+        return self._tensor(("k", str(device), dtype), lambda: torch.as_tensor(self.sizes, device=device, dtype=dtype))
 
     def block_tensor(self, device) -> torch.Tensor:
-        cache = self.__dict__.setdefault("_tensors", {})
-        key = ("block", str(device))
-        if key not in cache:
-            cache[key] = torch.as_tensor(self.block, device=device)
-        return cache[key]
+        return self._tensor(("block", str(device)), lambda: torch.as_tensor(self.block, device=device))
 
     def single_columns(self, device) -> torch.Tensor | None:
         """Columns of 1-value attributes (None if there are none)."""
-        cache = self.__dict__.setdefault("_tensors", {})
-        key = ("single", str(device))
-        if key not in cache:
-            cols = np.flatnonzero(self.sizes[self.block] == 1)
-            cache[key] = torch.as_tensor(cols, device=device) if cols.size else None
-        return cache[key]
+        cols = np.flatnonzero(self.sizes[self.block] == 1)
+        return self._tensor(("single", str(device)), lambda: torch.as_tensor(cols, device=device) if cols.size else None)
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "_tensors"}  # no device tensors in pickles

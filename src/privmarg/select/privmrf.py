@@ -221,10 +221,8 @@ class PrivMRFSelector:
         # 4-5. initial marginals and the refinement pool, sized with the noise they will get
         n_plan = int(self.refine_ratio * d)
         rho_scores = self.score_share * rho
-        init, pool_w, n_refine, steps, sigma = self._plan(dom, cliques, tvd, n_hat, n_plan, rho_scores,
-                                                          rho - session.rho_spent, l2, prng, ctx)
-        if steps == 0:
-            rho_scores = 0.0
+        init, pool_w, n_refine, steps, sigma, rho_scores = self._plan(
+            dom, cliques, tvd, n_hat, n_plan, rho_scores, rho - session.rho_spent, l2, prng, ctx)
         for c in init:
             session.measure(c, sigma, what=f"PrivMRF initial {','.join(c)}")
         ctx.progress(f"PrivMRF: {len(init)} initial marginals measured")
@@ -251,7 +249,8 @@ class PrivMRFSelector:
     # ------------------------------------------------------------------------ pieces
     def _plan(self, dom: Domain, cliques: list[Clique], tvd: np.ndarray, n_hat: float, n_plan: int,
               rho_scores: float, rho_left: float, l2: float, prng: np.random.Generator, ctx: Context):
-        """Initial marginals, refinement pool, its size, the rounds and σ (steps 4-5; post-processing).
+        """Initial marginals, refinement pool, its size, the rounds, σ and the score reserve kept (0
+        without rounds) (steps 4-5; post-processing).
 
         The θ-usefulness limit depends on σ, which depends on how many marginals are measured. For each
         count ``t`` from the plan's d + ⌊refine_ratio·d⌋ down, size the limit at ``t`` marginals' σ and
@@ -288,7 +287,7 @@ class PrivMRFSelector:
         if steps == 0:
             n_refine, rho_scores = 0, 0.0
         sigma = even_sigma(rho_left - rho_scores, len(init) + n_refine, l2)
-        return init, pool_w, n_refine, steps, sigma
+        return init, pool_w, n_refine, steps, sigma, rho_scores
 
     def _limit(self, n_hat: float, sigma: float) -> float:
         """θ-usefulness: the most cells a marginal of two or more attributes may have."""
