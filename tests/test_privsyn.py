@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from privmarg import Dataset, Domain, Measurement, load, registry
-from privmarg.generate.gum import GUM, make_consistent, norm_sub
+from privmarg.generate import gum
+from privmarg.generate.gum import GUM, make_consistent, norm_sub, update_records
 from privmarg.generate.records import RecordsModel
 from privmarg.privacy import recompute_rho
 from privmarg.select.privbayes import dependence_score
@@ -171,6 +172,75 @@ def test_seeded_runs_repeat_and_seeds_differ():
 
 
 # ---------------------------------------------------------------------------------------- GUM
+@pytest.mark.parametrize("spare", [(8.0, 4.0), (0.0, 0.0)])  # the default margin; none (cells often fall short)
+def test_gum_leavers_are_uniform_subsets_of_each_cell(monkeypatch, spare):
+    """GUM's draw of the records that leave a cell: exactly the quota, from that cell, and every
+    subset of the quota's size equally likely, also on the redraw path for cells that kept too few."""
+    monkeypatch.setattr(gum, "_SPARE", spare[0])
+    monkeypatch.setattr(gum, "_SPARE_SD", spare[1])
+    cell = np.array([0, 1, 0, 2, 0, 1, 0, 2, 1, 2, 2, 1])  # four records in each cell
+    counts = np.bincount(cell)
+    take = np.array([2, 0, 3])
+    rng = np.random.default_rng(0)
+    seen = {0: {}, 2: {}}
+    trials = 12000
+    for _ in range(trials):
+        got = gum._uniform_subsets(cell, counts, take, rng)
+        assert len(set(got.tolist())) == got.size == 5
+        for c in (0, 2):
+            mine = tuple(sorted(int(i) for i in got if cell[i] == c))
+            assert len(mine) == take[c]
+            seen[c][mine] = seen[c].get(mine, 0) + 1
+        assert not np.any(cell[got] == 1)
+    for c, k in ((0, 2), (2, 3)):
+        n_subsets = math.comb(4, k)
+        assert len(seen[c]) == n_subsets
+        expected = trials / n_subsets
+        chi2 = sum((v - expected) ** 2 / expected for v in seen[c].values())
+        assert chi2 < 25  # df 5 or 3: p < 1e-3 under uniformity
+
+
+def test_gum_grouping_lists_each_wanted_cell_whole():
+    rng = np.random.default_rng(1)
+    cell = rng.integers(0, 70000, size=5000)  # above 2^16 cells: the general sort
+    for cells in (cell, cell % 300):  # and the 16-bit radix path
+        counts = np.bincount(cells, minlength=int(cells.max()) + 1)
+        wanted = rng.random(counts.size) < 0.3
+        members, start = gum._grouped(cells, counts, wanted)
+        assert sorted(members.tolist()) == np.flatnonzero(wanted[cells]).tolist()
+        for c in np.flatnonzero(wanted & (counts > 0))[:50]:
+            assert sorted(members[start[c]:start[c] + counts[c]].tolist()) == np.flatnonzero(cells == c).tolist()
+
+
+def test_gum_step_moves_the_marginal_to_its_planned_counts():
+    """One step's marginal is fixed up to rounding, whatever records are drawn: over cells lose,
+    under and empty cells gain what they ask for, short of it by at most the quotas' rounding."""
+    rng = np.random.default_rng(2)
+    n = 4000
+    records = np.stack([rng.integers(0, 3, size=n), rng.integers(0, 4, size=n), rng.integers(0, 2, size=n)], axis=1)
+    records[records[:, 0] == 2, 1] = 0  # cells (2, 1..3) empty
+    target = rng.dirichlet(np.ones(12)).reshape(3, 4)
+    q = np.bincount(records[:, 0] * 4 + records[:, 1], minlength=12) / n
+    p = target.ravel()
+    under, empty = (q < p) & (q > 0), (q == 0) & (p > 0)
+    want = np.zeros(12)
+    want[under] = np.rint(np.minimum(p - q, 1.0 * q)[under] * n)
+    want[empty] = np.rint(p[empty] * n)
+    for seed in range(3):
+        r = records.copy()
+        update_records(r, [0, 1], [3, 4], target, 1.0, 0.5, np.random.default_rng(seed))
+        after = np.bincount(r[:, 0] * 4 + r[:, 1], minlength=12)
+        before = np.round(q * n).astype(int)
+        gained = after - before
+        asks = under | empty
+        assert np.all((gained[asks] >= 0) & (gained[asks] <= want[asks]))
+        # the over cells' rounded quotas may fall short of the requests by under one record each
+        assert (want - gained)[asks].sum() <= (q > p).sum() / 2
+        assert np.all(gained[~asks] <= 0)
+        assert gained.sum() == 0
+        assert np.abs(after / n - p).sum() < np.abs(q - p).sum()
+
+
 def test_norm_sub_is_the_projection_onto_the_scaled_simplex():
     rng = np.random.default_rng(1)
     for i in range(60):

@@ -145,6 +145,51 @@ def _largest_remainder(p: np.ndarray, n: int) -> np.ndarray:
     return base
 
 
+# Bernoulli pre-selection keeps this many records of a giving cell beyond its quota in expectation
+# (plus _SPARE_SD standard deviations), so the exact draw below sorts little more than the leavers.
+_SPARE, _SPARE_SD = 8.0, 4.0
+
+
+def _grouped(cell: np.ndarray, counts: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the records whose cell is ``wanted``, grouped by cell (ascending; record order
+    within a cell), and where each cell's group starts in them (by cell; meaningless elsewhere)."""
+    members = np.flatnonzero(wanted[cell])
+    key = cell[members]
+    if counts.size <= 1 << 16:
+        key = key.astype(np.uint16)  # a stable sort of 16-bit keys is a radix sort
+    members = members[np.argsort(key, kind="stable")]
+    start = np.cumsum(np.where(wanted, counts, 0)) - np.where(wanted, counts, 0)
+    return members, start
+
+
+def _uniform_subsets(cell: np.ndarray, counts: np.ndarray, take: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``take[c]`` records of each cell ``c``, drawn uniformly without replacement and
+    independently across cells (``take <= counts``); ascending by cell.
+
+    Each record of a cell with a quota is first kept with probability ``π_c`` (its quota plus a
+    margin, over the cell's count); the quota is then drawn uniformly from the kept ones. Given how
+    many were kept, the kept set is a uniform subset of the cell, so the draw is uniform; a cell that
+    kept too few (rare, by the margin) is drawn from all its records instead. Sorting only the kept
+    records instead of every record is the point: this runs once per marginal per GUM iteration."""
+    giving = take > 0
+    cand = np.flatnonzero(giving[cell])
+    ccell = cell[cand]
+    k = take.astype(float)
+    pi = np.minimum(1.0, (k + _SPARE + _SPARE_SD * np.sqrt(k)) / np.maximum(counts, 1))
+    kept = rng.random(cand.size) < pi[ccell]
+    cand, ccell = cand[kept], ccell[kept]
+    short = giving & (np.bincount(ccell, minlength=take.size) < take)
+    if short.any():  # redraw those cells from all their records
+        cand = np.concatenate([cand[~short[ccell]], np.flatnonzero(short[cell])])
+        ccell = cell[cand]
+    order = np.argsort(ccell + 0.5 * rng.random(cand.size))  # by cell, random within
+    cand, ccell = cand[order], ccell[order]
+    kept_counts = np.bincount(ccell, minlength=take.size)
+    start = np.cumsum(kept_counts) - kept_counts
+    rank = np.arange(cand.size) - start[ccell]
+    return cand[rank < take[ccell]]
+
+
 def update_records(records: np.ndarray, cols: Sequence[int], sizes: Sequence[int], target: np.ndarray,
                    alpha: float, complete: float, rng: np.random.Generator) -> None:
     """One GUM step on marginal ``cols`` (in place): records leave over-represented cells and are
@@ -180,11 +225,7 @@ def update_records(records: np.ndarray, cols: Sequence[int], sizes: Sequence[int
             hi = mid
     reduce = np.zeros(ncell, dtype=np.int64)
     reduce[over] = np.minimum(np.rint(np.minimum(excess, hi * qo) * n).astype(np.int64), counts[over])
-    # records grouped by cell in random order: the first `reduce[c]` of cell c leave it
-    order = np.argsort(cell + 0.5 * rng.random(n))  # by cell, random within (faster than lexsort)
-    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    rank = np.arange(n) - start[cell[order]]
-    leave = rng.permutation(order[rank < reduce[cell[order]]])
+    leave = rng.permutation(_uniform_subsets(cell, counts, reduce, rng))
     # destinations: empty cells first (partial), then under cells, complete copies then partial
     n_complete = np.rint(complete * add).astype(np.int64)
     dest = np.concatenate([np.repeat(empty, add_empty), np.repeat(under, n_complete), np.repeat(under, add - n_complete)])
@@ -197,7 +238,10 @@ def update_records(records: np.ndarray, cols: Sequence[int], sizes: Sequence[int
     leave = leave[:k]
     if is_copy.any():
         c = dest[is_copy]
-        src = order[start[c] + (rng.random(c.size) * counts[c]).astype(np.int64)]
+        lends = np.zeros(ncell, dtype=bool)
+        lends[c] = True
+        members, start = _grouped(cell, counts, lends)
+        src = members[start[c] + (rng.random(c.size) * counts[c]).astype(np.int64)]
         records[leave[is_copy]] = records[src]  # sources sit in under cells, never in leaving ones
     part = ~is_copy
     if part.any():
