@@ -172,44 +172,68 @@ def test_seeded_runs_repeat_and_seeds_differ():
 
 
 # ---------------------------------------------------------------------------------------- GUM
-@pytest.mark.parametrize("spare", [(8.0, 4.0), (0.0, 0.0)])  # the default margin; none (cells often fall short)
+# the default margin (every record kept: five per cell); a small one (Bernoulli pre-selection,
+# some cells short); none (cells often short: the redraw path)
+@pytest.mark.parametrize("spare", [(8.0, 4.0), (0.5, 0.0), (0.0, 0.0)])
 def test_gum_leavers_are_uniform_subsets_of_each_cell(monkeypatch, spare):
     """GUM's draw of the records that leave a cell: exactly the quota, from that cell, and every
-    subset of the quota's size equally likely, also on the redraw path for cells that kept too few."""
+    pair of subsets (one per giving cell) equally likely: uniform within cells, independent across."""
     monkeypatch.setattr(gum, "_SPARE", spare[0])
     monkeypatch.setattr(gum, "_SPARE_SD", spare[1])
-    cell = np.array([0, 1, 0, 2, 0, 1, 0, 2, 1, 2, 2, 1])  # four records in each cell
+    cell = np.array([0, 1, 0, 2, 0, 1, 0, 2, 1, 2, 2, 1, 0, 2, 1])  # five records in each cell
     counts = np.bincount(cell)
     take = np.array([2, 0, 3])
     rng = np.random.default_rng(0)
-    seen = {0: {}, 2: {}}
-    trials = 12000
+    seen: dict = {}
+    trials = 20000
     for _ in range(trials):
         got = gum._uniform_subsets(cell, counts, take, rng)
         assert len(set(got.tolist())) == got.size == 5
-        for c in (0, 2):
-            mine = tuple(sorted(int(i) for i in got if cell[i] == c))
-            assert len(mine) == take[c]
-            seen[c][mine] = seen[c].get(mine, 0) + 1
         assert not np.any(cell[got] == 1)
-    for c, k in ((0, 2), (2, 3)):
-        n_subsets = math.comb(4, k)
-        assert len(seen[c]) == n_subsets
-        expected = trials / n_subsets
-        chi2 = sum((v - expected) ** 2 / expected for v in seen[c].values())
-        assert chi2 < 25  # df 5 or 3: p < 1e-3 under uniformity
+        joint = tuple(tuple(sorted(int(i) for i in got if cell[i] == c)) for c in (0, 2))
+        assert [len(j) for j in joint] == [2, 3]
+        seen[joint] = seen.get(joint, 0) + 1
+    n_joint = math.comb(5, 2) * math.comb(5, 3)
+    assert len(seen) == n_joint
+    expected = trials / n_joint
+    chi2 = sum((v - expected) ** 2 / expected for v in seen.values())
+    assert chi2 < 99 + 5 * math.sqrt(2 * 99)  # df 99: p ~ 1e-5 under uniformity and independence
+
+
+def test_gum_copies_come_from_uniform_records_of_their_cell():
+    """Whole-record copies into an under-full cell take their sources uniformly (with replacement)
+    from the records already there: an id column shows which record was copied."""
+    n, lenders = 200, 10
+    ids = np.arange(n)
+    a = (ids < lenders).astype(np.int64)  # cell 1 holds 10 records, cell 0 the rest
+    target = np.array([0.5, 0.5])
+    used = np.zeros(n, dtype=np.int64)
+    for seed in range(1500):
+        r = np.stack([a, ids], axis=1)
+        update_records(r, [0], [2], target, 1.0, 1.0, np.random.default_rng(seed))
+        moved = (a == 0) & (r[:, 0] == 1)
+        assert moved.sum() == lenders  # min(p − q, α·q)·N = 10 copies
+        np.add.at(used, r[moved, 1], 1)
+    assert used[lenders:].sum() == 0  # sources only from the lending cell
+    expected = used.sum() / lenders
+    chi2 = ((used[:lenders] - expected) ** 2 / expected).sum()
+    assert chi2 < 9 + 5 * math.sqrt(18)  # df 9
 
 
 def test_gum_grouping_lists_each_wanted_cell_whole():
     rng = np.random.default_rng(1)
-    cell = rng.integers(0, 70000, size=5000)  # above 2^16 cells: the general sort
-    for cells in (cell, cell % 300):  # and the 16-bit radix path
-        counts = np.bincount(cells, minlength=int(cells.max()) + 1)
+    cell = rng.integers(0, 70000, size=5000)
+    # above 2^16 cells the general sort, at or below it the 16-bit radix one: both sides of the
+    # boundary with the top cell occupied, and a small table
+    for cells, ncell in ((cell, 70000), (cell % 65537, 65537), (cell % 65536, 65536), (cell % 300, 300)):
+        cells = np.append(cells, ncell - 1)
+        counts = np.bincount(cells, minlength=ncell)
         wanted = rng.random(counts.size) < 0.3
+        wanted[-1] = True
         members, start = gum._grouped(cells, counts, wanted)
         assert sorted(members.tolist()) == np.flatnonzero(wanted[cells]).tolist()
-        for c in np.flatnonzero(wanted & (counts > 0))[:50]:
-            assert sorted(members[start[c]:start[c] + counts[c]].tolist()) == np.flatnonzero(cells == c).tolist()
+        for c in [*np.flatnonzero(wanted & (counts > 0))[:50], ncell - 1]:
+            assert members[start[c]:start[c] + counts[c]].tolist() == np.flatnonzero(cells == c).tolist()
 
 
 def test_gum_step_moves_the_marginal_to_its_planned_counts():

@@ -145,8 +145,9 @@ def _largest_remainder(p: np.ndarray, n: int) -> np.ndarray:
     return base
 
 
-# Bernoulli pre-selection keeps this many records of a giving cell beyond its quota in expectation
-# (plus _SPARE_SD standard deviations), so the exact draw below sorts little more than the leavers.
+# Bernoulli pre-selection keeps _SPARE + _SPARE_SD·√quota records of a giving cell beyond its quota
+# in expectation (about _SPARE_SD standard deviations of the kept count for large quotas), so the
+# exact draw below sorts little more than the leavers and a cell rarely falls short.
 _SPARE, _SPARE_SD = 8.0, 4.0
 
 
@@ -164,13 +165,15 @@ def _grouped(cell: np.ndarray, counts: np.ndarray, wanted: np.ndarray) -> tuple[
 
 def _uniform_subsets(cell: np.ndarray, counts: np.ndarray, take: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Indices of ``take[c]`` records of each cell ``c``, drawn uniformly without replacement and
-    independently across cells (``take <= counts``); ascending by cell.
+    independently across cells; ascending by cell. ``take`` and ``counts`` are per cell (same
+    length, above ``cell.max()``) and ``take <= counts`` (a larger quota yields only ``counts``).
 
     Each record of a cell with a quota is first kept with probability ``π_c`` (its quota plus a
     margin, over the cell's count); the quota is then drawn uniformly from the kept ones. Given how
-    many were kept, the kept set is a uniform subset of the cell, so the draw is uniform; a cell that
-    kept too few (rare, by the margin) is drawn from all its records instead. Sorting only the kept
-    records instead of every record is the point: this runs once per marginal per GUM iteration."""
+    many were kept, the kept set is a uniform subset of the cell, and whether the cell fell short
+    depends on that number only, so the draw is uniform; a cell that kept too few (rare, by the
+    margin) is drawn from all its records instead. Sorting only the kept records instead of every
+    record is the point: this runs once per marginal per GUM iteration."""
     giving = take > 0
     cand = np.flatnonzero(giving[cell])
     ccell = cell[cand]
