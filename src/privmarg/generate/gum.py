@@ -159,8 +159,8 @@ def _grouped(cell: np.ndarray, counts: np.ndarray, wanted: np.ndarray) -> tuple[
     if counts.size <= 1 << 16:
         key = key.astype(np.uint16)  # a stable sort of 16-bit keys is a radix sort
     members = members[np.argsort(key, kind="stable")]
-    start = np.cumsum(np.where(wanted, counts, 0)) - np.where(wanted, counts, 0)
-    return members, start
+    sizes = np.where(wanted, counts, 0)
+    return members, np.cumsum(sizes) - sizes
 
 
 def _uniform_subsets(cell: np.ndarray, counts: np.ndarray, take: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -68,8 +68,10 @@ class _Layout:
 
     def single_columns(self, device) -> torch.Tensor | None:
         """Columns of 1-value attributes (None if there are none)."""
-        cols = np.flatnonzero(self.sizes[self.block] == 1)
-        return self._tensor(("single", str(device)), lambda: torch.as_tensor(cols, device=device) if cols.size else None)
+        def make():
+            cols = np.flatnonzero(self.sizes[self.block] == 1)
+            return torch.as_tensor(cols, device=device) if cols.size else None
+        return self._tensor(("single", str(device)), make)  # read after every projection step
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "_tensors"}  # no device tensors in pickles
