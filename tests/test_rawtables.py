@@ -311,6 +311,31 @@ def test_heavy_integer_values_are_coded_exactly_and_charged():
     np.testing.assert_array_equal(enc2.codecs_["seats"].edges, c.edges)
 
 
+def test_many_heavy_values_get_codes_beyond_the_bins():
+    # a route-distance column of a big table: 300 planted values of 200 rows each, more than the 32
+    # codes the 64 bins give up; the encoder keeps the HEAVY_MAX_ATOMS largest, each coded exactly
+    from privmarg.schema import HEAVY_MAX_ATOMS
+
+    rng = np.random.default_rng(5)
+    planted = rng.choice(np.arange(2, 5000), 300, replace=False)
+    x = np.r_[np.repeat(planted, 200), rng.integers(1, 5001, 2000)]
+    df = pd.DataFrame({"miles": x})
+    spec = {"columns": {"miles": {"type": "integer", "min": 1, "max": 5000}}}
+    enc = TableEncoder(spec)
+    ds = enc.fit_encode(df, Accountant(1.0), 0.03, np.random.default_rng(0), rho_model=0.27)
+    c = enc.codecs_["miles"]
+    heavy = set(c.atoms) - {1.0, 5000.0}
+    assert len(heavy) == HEAVY_MAX_ATOMS and heavy <= set(planted.astype(float))
+    assert len(c.edges) - 1 <= 64 // 2  # the bins gave up half their codes to the heavy values
+    assert c.size <= Schema.from_dict(spec)["miles"].max_size  # the schema's bound on codes holds
+    out = enc.decode(ds.codes, np.random.default_rng(1))["miles"].to_numpy()
+    for v in heavy:  # every heavy value comes back exactly, and no other row lands on it
+        assert (out == v).sum() == (x == v).sum()
+    # where fewer values stand out nothing changes: the 32 codes the bins give up are enough
+    few = TableEncoder(SEATS).fit(_seats(), Accountant(1.0), 0.03, np.random.default_rng(0), rho_model=0.27)
+    assert len(few.codecs_["seats"].atoms) <= 64 // 2 + 2
+
+
 def test_no_heavy_values_where_there_are_none():
     rng = np.random.default_rng(3)
     df = pd.DataFrame({"seats": rng.integers(1, 601, 3000)})  # 5 rows a value: nothing stands out

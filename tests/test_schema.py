@@ -11,7 +11,7 @@ from privmarg import datasets
 from privmarg.cli import app
 from privmarg.data import DataError
 from privmarg.schema import (
-    DRAFT_WARNING, MAX_MARGINAL_CELLS, Schema, SchemaError, as_schema, draft_schema, load_schema, value_key,
+    DRAFT_WARNING, HEAVY_MAX_ATOMS, MAX_MARGINAL_CELLS, Schema, SchemaError, as_schema, draft_schema, load_schema, value_key,
 )
 
 
@@ -32,8 +32,11 @@ def test_issue_example_parses_with_sizes_and_dtypes():
     assert s.needs_dp
     dom = s.max_domain()
     # defaults: a 101-value integer (over 64 values) and the datetime and the float get adaptive
-    # PrivTree bins (at most 64); the integer and the float also atoms at their bounds, then missing
-    assert dom.to_dict() == {"age": 66, "income": 32, "sex": 2, "job": 4, "opened": 64, "owner": 2, "score": 67}
+    # PrivTree bins (at most 64); the integer and the float also atoms at their bounds and up to
+    # HEAVY_MAX_ATOMS heavy values (32 of them in place of bins, 224 more codes), then missing
+    extra = HEAVY_MAX_ATOMS - 64 // 2
+    assert dom.to_dict() == {"age": 66 + extra, "income": 32, "sex": 2, "job": 4, "opened": 64, "owner": 2,
+                             "score": 67 + extra}
     assert s["age"].binning == "privtree" and s["age"].adaptive and s["age"].atoms == (0.0, 100.0)
     assert s["opened"].binning == "privtree" and s["score"].atoms == (0.0, 1.0) and not s["income"].adaptive
     small = Schema.from_dict({"columns": {"n": {"type": "integer", "min": 0, "max": 63}}})

@@ -41,7 +41,7 @@ from ..core import Domain, StructuralZero
 from ..privacy import Accountant, BudgetExceededError, gaussian_sigma, marginal_l2
 from ..schema import ColumnSpec, Schema, as_schema, value_key
 from ..privacy.discovery import keys_at_risk, threshold_for
-from ..schema.model import DATETIME_UNITS, HEAVY_FIXED_MAX_VALUES
+from ..schema.model import DATETIME_UNITS, HEAVY_FIXED_MAX_VALUES, HEAVY_MAX_ATOMS
 from .binning import bin_index, merge_leaves, privtree_edges, quantile_grid, resolution_bins, uniform_edges
 from .bounds import GRID_MAX_EXP, dp_bounds
 from .discovery import discover_values
@@ -609,7 +609,8 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
        wider integer ranges): thresholded noisy counts of the values present
        (:func:`_threshold_heavy_values`). Values far above the noise (point masses: a common seat
        count, a delay of 0 minutes, a rounded grid, an imputed constant) become atoms too, at most
-       ``bins // 2`` of them, and the bins below shrink by as many (the schema's bound on codes holds).
+       :data:`~privmarg.schema.model.HEAVY_MAX_ATOMS` of them; the bins below shrink by as many, down
+       to ``bins // 2`` (the schema's bound on codes, :attr:`ColumnSpec.base_size`, counts the rest).
     3. The Gaussian mechanism (Δ₂ = 1 add/remove, √2 replace-one) releases the count of each leaf
        (atom values left out) and of each atom.
     4. Free post-processing: leaves are merged into about :func:`resolution_bins` bins (at most
@@ -629,8 +630,8 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
         leaves = privtree_edges(session, col.name, col, part, max_depth=ADAPTIVE_LEAF_DEPTH)
         atoms = _dense_atoms(col, leaves, np.asarray(col.atoms, dtype=float))
         if heavy:
-            found = (_heavy_values(session, col, part, l2, col.bins // 2) if fixed
-                     else _threshold_heavy_values(session, col, part, l2, col.bins // 2, delta))
+            found = (_heavy_values(session, col, part, l2, HEAVY_MAX_ATOMS) if fixed
+                     else _threshold_heavy_values(session, col, part, l2, HEAVY_MAX_ATOMS, delta))
             n_heavy = len(np.setdiff1d(found, atoms))
             atoms = np.union1d(atoms, found)
         rho_counts = rho - 2 * part if heavy else rho - part
@@ -646,7 +647,7 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
     if col.binning == "quantiles":  # bins when given; the cap on the grid's merged cells otherwise
         target = min(target, col.bins) if col.adaptive else col.bins
     else:
-        target = min(target, col.bins - n_heavy)
+        target = min(target, col.bins - min(n_heavy, col.bins // 2))
     group = merge_leaves(leaf_w, target)
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
     edges = np.r_[leaves[starts], leaves[-1]]
