@@ -18,10 +18,14 @@ from ..privacy.privtree import PRIVTREE_FANOUT, privtree_parameters
 from ..schema import ColumnSpec
 
 __all__ = ["uniform_edges", "bin_index", "privtree_edges", "privtree_parameters", "PRIVTREE_FANOUT",
-           "resolution_bins", "merge_leaves", "quantile_grid", "QUANTILE_CELLS"]
+           "resolution_bins", "merge_leaves", "quantile_grid", "QUANTILE_CELLS", "CELL_SIGMAS"]
 
 #: ``binning: quantiles``: cells of the fine public grid whose noisy counts give the quantiles
 QUANTILE_CELLS = 256
+#: rows an average cell of a 2-way marginal should hold, in units of the noise σ (see
+#: :func:`resolution_bins`; 1 until issue 15's v4, where HMEQ's MORTDUE-VALUE correlation and most raw tables
+#: gained from 4, see benchmarks/RESULTS.md)
+CELL_SIGMAS = 4.0
 
 
 def uniform_edges(col: ColumnSpec) -> np.ndarray:
@@ -62,17 +66,20 @@ def privtree_edges(session, column: str, col: ColumnSpec, rho: float, threshold:
 
 
 def resolution_bins(rows: float, columns: int, rho_model: float) -> float:
-    """How many bins per column a 2-way marginal can resolve: ``sqrt(rows / sigma)``.
+    """How many bins per column a 2-way marginal can resolve: ``sqrt(rows / (CELL_SIGMAS · sigma))``.
 
     ``sigma = sqrt(columns / rho_model)`` is the Gaussian noise (rows) of one measurement when a
     synthesizer spends ``rho_model`` zCDP on ``2·columns`` marginals (a 1-way and a 2-way per column);
-    a ``B × B`` marginal holds about ``rows / B²`` rows a cell, so past ``B = sqrt(rows / sigma)`` its
-    cells drown in noise. ``rows`` may be a noisy count. Pure arithmetic on public or DP inputs: free.
+    a ``B × B`` marginal holds about ``rows / B²`` rows a cell *on average*, but two dependent columns
+    put their rows in a few cells and leave the rest empty, and the estimate keeps part of the
+    positive noise of every empty cell (far from the diagonal, where it hurts a correlation most). So
+    the average cell is asked to hold :data:`CELL_SIGMAS` σ of rows. ``rows`` may be a noisy count.
+    Pure arithmetic on public or DP inputs: free.
     """
     if rows <= 0 or columns <= 0 or not rho_model > 0:
         return 1.0
     sigma = math.sqrt(columns / rho_model)
-    return max(1.0, math.sqrt(rows / sigma))
+    return max(1.0, math.sqrt(rows / (CELL_SIGMAS * sigma)))
 
 
 def merge_leaves(weights: np.ndarray, bins: float) -> np.ndarray:
