@@ -23,8 +23,7 @@ __all__ = ["uniform_edges", "bin_index", "privtree_edges", "privtree_parameters"
 #: ``binning: quantiles``: cells of the fine public grid whose noisy counts give the quantiles
 QUANTILE_CELLS = 256
 #: rows an average cell of a 2-way marginal should hold, in units of the noise σ (see
-#: :func:`resolution_bins`; 1 until issue 15's v4, where HMEQ's MORTDUE-VALUE correlation and most raw tables
-#: gained from 4, see benchmarks/RESULTS.md)
+#: :func:`resolution_bins`; was 1 before issue 15's v4, benchmarks/RESULTS.md)
 CELL_SIGMAS = 4.0
 
 

@@ -609,8 +609,9 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
        wider integer ranges): thresholded noisy counts of the values present
        (:func:`_threshold_heavy_values`). Values far above the noise (point masses: a common seat
        count, a delay of 0 minutes, a rounded grid, an imputed constant) become atoms too, at most
-       :data:`~privmarg.schema.model.HEAVY_MAX_ATOMS` of them; the bins below shrink by as many, down
-       to ``bins // 2`` (the schema's bound on codes, :attr:`ColumnSpec.base_size`, counts the rest).
+       :data:`~privmarg.schema.model.HEAVY_MAX_ATOMS` of them; the bins below shrink by as many, by
+       ``ColumnSpec.heavy_in_bins`` at most (the schema's bound on codes, ``ColumnSpec.base_size``,
+       counts the rest).
     3. The Gaussian mechanism (Δ₂ = 1 add/remove, √2 replace-one) releases the count of each leaf
        (atom values left out) and of each atom.
     4. Free post-processing: leaves are merged into about :func:`resolution_bins` bins (at most
@@ -647,7 +648,7 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
     if col.binning == "quantiles":  # bins when given; the cap on the grid's merged cells otherwise
         target = min(target, col.bins) if col.adaptive else col.bins
     else:
-        target = min(target, col.bins - min(n_heavy, col.bins // 2))
+        target = min(target, col.bins - min(n_heavy, col.heavy_in_bins))
     group = merge_leaves(leaf_w, target)
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
     edges = np.r_[leaves[starts], leaves[-1]]

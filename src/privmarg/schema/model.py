@@ -35,12 +35,11 @@ atoms at both bounds and at 0 when 0 lies strictly inside them (values clipped t
 zero-inflated columns decode exactly instead of being smeared over a bin). Such adaptive integer and
 float columns also look for *heavy values* (values holding many rows: a rounded grid, an imputed or
 logged constant) by DP counts and code them as atoms too (at most :data:`HEAVY_MAX_ATOMS`): integers
-of a range of at most :data:`HEAVY_FIXED_MAX_VALUES` values by noisy counts over the whole range (zCDP), float columns and
-wider integer ranges by thresholded noisy counts of the values present (approximate zCDP: it spends
-part of δ, so a run whose schema has such a column reserves δ for it); ``"heavy_values": false``
-turns this off for a column. ``bins`` given without
-``binning`` means ``uniform`` (the behaviour of earlier versions); ``privtree`` alone caps at
-:data:`DEFAULT_ADAPTIVE_BINS`. Datetime also takes ``unit`` (``D`` default, ``h``, ``m``,
+of a range of at most :data:`HEAVY_FIXED_MAX_VALUES` values by noisy counts over the whole range
+(zCDP), float columns and wider integer ranges by thresholded noisy counts of the values present
+(approximate zCDP: it spends part of δ, so a run whose schema has such a column reserves δ for it);
+``"heavy_values": false`` turns this off for a column. ``bins`` given without ``binning`` means
+``uniform`` (the behaviour of earlier versions); ``privtree`` alone caps at :data:`DEFAULT_ADAPTIVE_BINS`. Datetime also takes ``unit`` (``D`` default, ``h``, ``m``,
 ``s``): values are whole units since the epoch. Top-level and column keys starting with ``_`` are
 comments and ignored.
 
@@ -73,7 +72,8 @@ from ..data import DataError
 from ..core import Domain
 
 __all__ = [
-    "TYPES", "BINNINGS", "DEFAULT_BINS", "DEFAULT_ADAPTIVE_BINS", "EXACT_MAX_VALUES", "HEAVY_MAX_ATOMS", "MAX_COLUMN_VALUES", "MAX_MARGINAL_CELLS",
+    "TYPES", "BINNINGS", "DEFAULT_BINS", "DEFAULT_ADAPTIVE_BINS", "EXACT_MAX_VALUES", "HEAVY_MAX_ATOMS",
+    "MAX_COLUMN_VALUES", "MAX_MARGINAL_CELLS",
     "SchemaError", "ColumnSpec", "Schema", "load_schema", "as_schema", "value_key", "DEFAULT_MAX_VALUES",
 ]
 
@@ -97,8 +97,8 @@ DEFAULT_MAX_VALUES = 100
 #: integer columns with at most this many values look for heavy values by fixed-domain noisy counts
 #: (no δ); wider integer columns and float columns by thresholded counts (approximate zCDP, δ)
 HEAVY_FIXED_MAX_VALUES = 2**16
-#: heavy values one column may code exactly (its bins give up at most ``bins // 2`` codes to them; the
-#: rest are codes of their own): a value holds a row count far above the noise to be found, so only
+#: heavy values one column may code exactly (its bins give up at most ``ColumnSpec.heavy_in_bins``
+#: codes to them; the rest are codes of their own): a value holds a row count far above the noise to be found, so only
 #: large tables find many (a route distance, a flight time in whole minutes)
 HEAVY_MAX_ATOMS = 256
 
@@ -205,9 +205,14 @@ class ColumnSpec:
         return self.dp_bounds or self.type == "float" or self.hi - self.lo + 1 > HEAVY_FIXED_MAX_VALUES
 
     @property
+    def heavy_in_bins(self) -> int:
+        """Codes the bins give up to heavy values, at most (see :data:`HEAVY_MAX_ATOMS`)."""
+        return self.bins // 2
+
+    @property
     def heavy_extra(self) -> int:
-        """Codes heavy values may add beyond ``bins`` (see :data:`HEAVY_MAX_ATOMS`)."""
-        return max(0, HEAVY_MAX_ATOMS - self.bins // 2) if self.heavy_fixed or self.heavy_threshold else 0
+        """Codes heavy values may add beyond ``bins``: the part of :data:`HEAVY_MAX_ATOMS` the bins do not give up."""
+        return max(0, HEAVY_MAX_ATOMS - self.heavy_in_bins) if self.heavy_fixed or self.heavy_threshold else 0
 
     @property
     def base_size(self) -> int:
