@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from .domain import Domain
+from .sums import sum_out
 
 
 class Factor:
@@ -73,7 +74,7 @@ class Factor:
         keep = set(attrs)
         drop = tuple(i for i, a in enumerate(self.attrs) if a not in keep)
         kept = tuple(a for a in self.attrs if a in keep)
-        out = Factor(Domain(kept, self.domain.sizes(kept)), self.values.sum(axis=drop) if drop else self.values)
+        out = Factor(Domain(kept, self.domain.sizes(kept)), sum_out(self.values, drop))
         return out.transpose(attrs)
 
     def expand(self, domain: Domain) -> "Factor":

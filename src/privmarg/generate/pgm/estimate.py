@@ -16,6 +16,7 @@ import numpy as np
 
 from ...core import Domain, Factor, Measurement, StructuralZero
 from ...core.measurement import estimate_total
+from ...core.sums import sum_out
 from .graphical_model import GraphicalModel, _Plan, belief_propagation, broadcast_shape, sum_axes
 from .junction_tree import JunctionTree
 
@@ -227,10 +228,10 @@ class _DenseGroup:
     def to_x(self, mu_flat: np.ndarray, x: np.ndarray) -> None:
         arrs = self._nodes(mu_flat)
         for j, (parent, ax, _, _) in enumerate(self.nodes, start=1):
-            np.sum(arrs[parent], axis=ax, out=arrs[j])
+            sum_out(arrs[parent], (ax,), out=arrs[j])
         for sl, node, axes, _ in self.keys:
             v = arrs[node]
-            x[sl] = (v.sum(axis=axes) if axes else v).ravel()
+            x[sl] = sum_out(v, axes).ravel()
 
     def to_theta(self, phi: np.ndarray, theta: np.ndarray) -> None:
         """Write the clique's cells of θ (all of them): children after their parents, so spread

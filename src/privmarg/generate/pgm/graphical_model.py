@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ...core import Domain
+from ...core.sums import sum_out
 from .junction_tree import JunctionTree
 
 
@@ -100,7 +101,7 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
         ec = _exp_shifted(bc, m, out[c])
         shift[c] = m
         if msg is None:
-            msg = np.log(ec.sum(axis=ax)) + m
+            msg = np.log(sum_out(ec, ax)) + m
         up_inf[c] = not np.isfinite(msg).all()
         msg = msg.reshape(plan.in_parent[c])
         up[c] = msg
@@ -121,7 +122,7 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
         ei, m = out[i], shift[i]
         for c in plan.children[i]:
             ax = plan.parent_axes[c]
-            sep = (np.log(ei.sum(axis=ax)) if ax else np.log(ei)) + m
+            sep = np.log(sum_out(ei, ax)) + m
             upc = up[c].reshape(plan.in_child[c])
             down = sep.reshape(plan.in_child[c]) - upc
             if up_inf[c]:  # -inf - -inf on zero-mass separator cells
@@ -227,7 +228,7 @@ class GraphicalModel:
                 best = i
         if best is not None:
             ax = sum_axes(attrs, self.tree.cliques[best])
-            out = self.marginals[best].sum(axis=ax) if ax else self.marginals[best]
+            out = sum_out(self.marginals[best], ax)
             out = np.ascontiguousarray(out).ravel()
         else:
             out = self._eliminate(attrs)
@@ -271,7 +272,7 @@ class GraphicalModel:
         p = next(p for p, c in edges if c == i)
         sep = tuple(a for a in cl[i] if a in set(cl[p]))
         mu = self.marginals[i]
-        ms = mu.sum(axis=sum_axes(sep, cl[i]), keepdims=True)
+        ms = sum_out(mu, sum_axes(sep, cl[i])).reshape(broadcast_shape(self.domain, sep, cl[i]))
         with np.errstate(divide="ignore", invalid="ignore"):
             out = np.where(ms > 0, mu / ms, 0.0)
         cache[i] = out
@@ -299,7 +300,7 @@ class GraphicalModel:
         for k, (f_attrs, table) in enumerate(factors):
             ax = tuple(j for j, a in enumerate(f_attrs) if a not in keep and seen[a] == 1)
             if ax:
-                factors[k] = (tuple(a for a in f_attrs if a in keep or seen[a] > 1), table.sum(axis=ax))
+                factors[k] = (tuple(a for a in f_attrs if a in keep or seen[a] > 1), sum_out(table, ax))
         elim = set().union(*(set(f[0]) for f in factors)) - keep
         while elim:
             # greedy: eliminate the variable whose combined factor is smallest
