@@ -190,3 +190,13 @@ def test_cli_jam(tmp_path):
     assert report["privacy"]["rho_spent"] <= report["privacy"]["rho_total"] * (1 + 1e-9)
     assert {m["source"] for m in report["measurements"]} <= {"public", "private"}
     assert [m["source"] for m in report["measurements"]] == [e["source"] for e in report["rounds"]]
+
+
+def test_default_samples_the_last_rounds_model():
+    """As in the paper, the records come from the last round's estimate: no further fitting."""
+    data = chain_table(3000)
+    mech = JAM(1.0, 1e-9, rounds=6, seed=2).fit(data, public=chain_table(2000, seed=5, flip=0.3))
+    assert mech.final_iters == 0 and mech.model_.info.iterations == 0
+    loop = mech.selection_.model
+    for r in [("a",), ("b", "c"), ("c", "d", "e")]:
+        np.testing.assert_allclose(mech.model_.project(r), loop.project(r), rtol=1e-12, atol=1e-9)

@@ -156,11 +156,11 @@ class JAM(Synthesizer):
 
     ``fit(private, domain, public=table)``. Parameters: ``workload`` (default all 3-way); ``rounds``
     T (30); ``alpha`` the share of each round's budget for *selection* (0.2); ``max_model_size`` (MB);
-    ``iters`` estimation iterations per round (10, warm started when ``warm_start``) and
-    ``final_iters`` (25) for the last fit, both with the preconditioned step (``refit_method``); the
-    warm-started loop model has had ``rounds × iters`` iterations by the end, and more per round or at
-    the end left the workload error unchanged on adult at ε = 0.1 and 1 while costing up to 5× the
-    CPU (benchmarks/RESULTS.md, "JAM speed (issue 18)"); ``weighting`` (``"equal"``, ``"mle"``,
+    ``iters`` estimation iterations per round (10, warm started when ``warm_start``), with the
+    preconditioned step (``refit_method``); ``final_iters`` more after the last round (0: the records
+    are sampled from the last round's model, as in the paper). The warm-started loop model has had
+    ``rounds × iters`` iterations by the end; more per round or at the end did not lower the workload
+    error on adult at ε = 0.1 and 1 (benchmarks/RESULTS.md, "JAM speed (issue 18)"); ``weighting`` (``"equal"``, ``"mle"``,
     ``"inv_sigma"``) of measurements in the loss. Privacy: ``rho``-zCDP under replace-one neighbours (N is public and
     rescales the public answers); budget left after the last round (public choices) is unspent.
     ``public_marginals_`` / ``private_marginals_`` say which marginals came from where.
@@ -170,7 +170,7 @@ class JAM(Synthesizer):
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
                  rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = 10,
-                 final_iters: int = 25, tol: float = 1e-4, weighting: str = "equal", warm_start: bool = True,
+                 final_iters: int = 0, tol: float = 1e-4, weighting: str = "equal", warm_start: bool = True,
                  refit_method: str = "precond", generator: Any = None, **kw):
         if refit_method not in METHODS:
             raise ValueError(f"refit_method must be one of {METHODS}")
