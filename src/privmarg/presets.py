@@ -160,9 +160,10 @@ class JAM(Synthesizer):
     preconditioned step (``refit_method``); ``final_iters`` more after the last round (0: the records
     are sampled from the last round's model, as in the paper). The warm-started loop model has had
     ``rounds × iters`` iterations by the end; more per round or at the end did not lower the workload
-    error on adult at ε = 0.1 and 1 (benchmarks/RESULTS.md, "JAM speed (issue 18)"); ``weighting`` (``"equal"``, ``"mle"``,
-    ``"inv_sigma"``) of measurements in the loss. Privacy: ``rho``-zCDP under replace-one neighbours (N is public and
-    rescales the public answers); budget left after the last round (public choices) is unspent.
+    error on adult at ε = 0.1 and 1 (benchmarks/RESULTS.md, "JAM speed (issue 18)"); ``weighting``
+    (``"equal"``, ``"mle"``, ``"inv_sigma"``) of measurements in the loss. Privacy: ``rho``-zCDP under
+    replace-one neighbours (N is public and rescales the public answers); budget left after the last
+    round (public choices) is unspent.
     ``public_marginals_`` / ``private_marginals_`` say which marginals came from where.
     """
 

@@ -1,9 +1,10 @@
 """Sums of dense tables over some of their axes, through BLAS.
 
 numpy's ``sum(axis=...)`` runs its inner loop along the last axis; when that axis is short (a binary
-attribute last in canonical order, the common case in a clique table) it spends ~10 ns a cell, 10-30x
-a memory pass. Here adjacent axes with the same fate are merged (a free reshape), and each summed run
-is contracted with a vector of ones by a matrix-vector product, so every pass streams memory.
+attribute last in canonical order, common in clique tables) the loop overhead dominates, many times
+a pass over memory (benchmarks/RESULTS.md, "JAM speed"). Here adjacent axes with the same fate are
+merged (a free reshape), and each summed run is contracted with a vector of ones by a matrix-vector
+product, so every pass streams memory. Post-processing helper: no data, no privacy cost.
 """
 
 from __future__ import annotations
