@@ -19,6 +19,7 @@ from .model import (
 )
 
 __all__ = [
-    "BINNINGS", "DEFAULT_ADAPTIVE_BINS", "DEFAULT_BINS", "DRAFT_WARNING", "EXACT_MAX_VALUES", "HEAVY_MAX_ATOMS", "MAX_COLUMN_VALUES", "MAX_MARGINAL_CELLS", "TYPES",
+    "BINNINGS", "DEFAULT_ADAPTIVE_BINS", "DEFAULT_BINS", "DRAFT_WARNING", "EXACT_MAX_VALUES", "HEAVY_MAX_ATOMS",
+    "MAX_COLUMN_VALUES", "MAX_MARGINAL_CELLS", "TYPES",
     "ColumnSpec", "Schema", "SchemaError", "as_schema", "draft_schema", "load_schema", "value_key",
 ]

@@ -39,8 +39,9 @@ of a range of at most :data:`HEAVY_FIXED_MAX_VALUES` values by noisy counts over
 (zCDP), float columns and wider integer ranges by thresholded noisy counts of the values present
 (approximate zCDP: it spends part of δ, so a run whose schema has such a column reserves δ for it);
 ``"heavy_values": false`` turns this off for a column. ``bins`` given without ``binning`` means
-``uniform`` (the behaviour of earlier versions); ``privtree`` alone caps at :data:`DEFAULT_ADAPTIVE_BINS`. Datetime also takes ``unit`` (``D`` default, ``h``, ``m``,
-``s``): values are whole units since the epoch. Top-level and column keys starting with ``_`` are
+``uniform`` (the behaviour of earlier versions); ``privtree`` alone caps at
+:data:`DEFAULT_ADAPTIVE_BINS`. Datetime also takes ``unit`` (``D`` default, ``h``, ``m``, ``s``):
+values are whole units since the epoch. Top-level and column keys starting with ``_`` are
 comments and ignored.
 
 DP discovery (issue #15), opt-in per column, for facts nobody can state publicly: an integer or float
@@ -98,8 +99,8 @@ DEFAULT_MAX_VALUES = 100
 #: (no δ); wider integer columns and float columns by thresholded counts (approximate zCDP, δ)
 HEAVY_FIXED_MAX_VALUES = 2**16
 #: heavy values one column may code exactly (its bins give up at most ``ColumnSpec.heavy_in_bins``
-#: codes to them; the rest are codes of their own): a value holds a row count far above the noise to be found, so only
-#: large tables find many (a route distance, a flight time in whole minutes)
+#: codes to them; the rest are codes of their own): a value is found only when its row count is far
+#: above the noise, so only large tables find many (a route distance, a flight time in whole minutes)
 HEAVY_MAX_ATOMS = 256
 
 _COMMON_KEYS = {"type", "missing", "description"}
