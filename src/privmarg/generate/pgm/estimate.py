@@ -16,6 +16,7 @@ import numpy as np
 
 from ...core import Domain, Factor, Measurement, StructuralZero
 from ...core.measurement import estimate_total
+from ...core.broadcast import apply_broadcast
 from ...core.sums import sum_out
 from .graphical_model import GraphicalModel, _Plan, belief_propagation, broadcast_shape, sum_axes
 from .junction_tree import JunctionTree
@@ -243,12 +244,12 @@ class _DenseGroup:
             dst = bufs[j]
             if not terms:
                 dst.fill(0.0)
-            elif len(terms) == 1:
-                np.copyto(dst, terms[0])
-            else:
-                np.add(terms[0], terms[1], out=dst)
-                for t in terms[2:]:
-                    dst += t
+                continue
+            # the biggest term first: it is copied, the others added
+            terms.sort(key=lambda t: -t.size)
+            apply_broadcast(None, None, terms[0], dst)
+            for t in terms[1:]:
+                apply_broadcast(np.add, dst, t, dst)
 
 
 class _Buffers:

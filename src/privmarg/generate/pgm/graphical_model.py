@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ...core import Domain
+from ...core.broadcast import apply_broadcast
 from ...core.sums import sum_out
 from .junction_tree import JunctionTree
 
@@ -105,11 +106,8 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
         up_inf[c] = not np.isfinite(msg).all()
         msg = msg.reshape(plan.in_parent[c])
         up[c] = msg
-        if filled[p]:
-            np.add(out[p], msg, out=out[p])
-        else:
-            np.add(theta[p], msg, out=out[p])
-            filled[p] = True
+        apply_broadcast(np.add, out[p] if filled[p] else theta[p], msg, out[p])
+        filled[p] = True
     # the root sent no upward message, so its exponential is still to make
     root = plan.bfs[0]
     br = out[root] if filled[root] else theta[root]
@@ -132,7 +130,7 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
             s = float(np.max(down))
             if not np.isfinite(s):
                 raise _zero_mass()
-            ec = np.multiply(out[c], np.exp(down - s), out=out[c])
+            ec = apply_broadcast(np.multiply, out[c], np.exp(down - s), out[c])
             shift[c] += s
             if not ec.max() > 1e-250:  # the two peaks far apart: redo it in log space, exactly
                 bc = theta[c].copy()
