@@ -170,6 +170,69 @@ def test_project_any_attribute_set_matches_joint():
             np.testing.assert_allclose(model.project(attrs), joint_marginal(J, dom, attrs), rtol=1e-8, atol=1e-8)
 
 
+def test_projection_uses_the_smallest_covering_subtree():
+    """A marginal across cliques is eliminated over the connected set of cliques with the fewest
+    cells that covers it (brute force over every connected subset of a 7-clique tree)."""
+    rng = np.random.default_rng(11)
+    dom = Domain(list("abcdefgh"), rng.integers(2, 5, size=8))
+    cliques = [("a", "b", "c"), ("c", "d"), ("d", "e", "f"), ("b", "g"), ("g", "h"), ("a", "h"), ("e", "h")]
+    ms = [Measurement(c, rng.uniform(0, 50, dom.size(c)), 3.0) for c in cliques]
+    model = estimate(dom, ms, iters=5)
+    tree = model.tree
+    n = len(tree.cliques)
+    cells = [dom.size(c) for c in tree.cliques]
+
+    def connected(nodes):
+        seen, todo = set(), [min(nodes)]
+        while todo:
+            x = todo.pop()
+            seen.add(x)
+            todo += [c for p, c in tree.edges if p == x and c in nodes and c not in seen]
+            todo += [p for p, c in tree.edges if c == x and p in nodes and p not in seen]
+        return seen == set(nodes)
+
+    subsets = [set(s) for k in range(1, n + 1) for s in itertools.combinations(range(n), k) if connected(set(s))]
+    for attrs in itertools.chain(itertools.combinations(dom.attrs, 2), itertools.combinations(dom.attrs, 3)):
+        covers = [s for s in subsets if set(attrs) <= set().union(*(tree.cliques[i] for i in s))]
+        nodes, edges = model._subtree(attrs)
+        assert set(nodes) in covers and connected(set(nodes))
+        assert sum(cells[i] for i in nodes) == min(sum(cells[i] for i in s) for s in covers), attrs
+        assert all(p in nodes and c in nodes for p, c in edges) and len(edges) == len(nodes) - 1
+
+
+def test_projection_across_independent_components_matches_joint():
+    """Cliques joined only by empty separators are independent: a marginal across them is the
+    product of each part's (and equals the brute-force joint's)."""
+    rng, dom, P = random_case(13, 6)
+    cliques = [("a", "b"), ("b", "c"), ("d", "e"), ("f",)]
+    ms = [Measurement(c, joint_marginal(P, dom, c) * 500 + rng.normal(0, 3, dom.size(c)), 3.0) for c in cliques]
+    model = estimate(dom, ms, iters=300)
+    assert len(model._components(("a", "c", "d", "f"))) == 3
+    J = model_joint(model)
+    for attrs in [("a", "d"), ("a", "c", "e"), ("a", "c", "d", "f"), ("b", "e", "f")]:
+        np.testing.assert_allclose(model.project(attrs), joint_marginal(J, dom, attrs), rtol=1e-8, atol=1e-8)
+    # in the order asked for
+    ace = model.project(("a", "c", "e")).reshape(dom.sizes(("a", "c", "e")))
+    np.testing.assert_allclose(model.project(("e", "a", "c")), ace.transpose(2, 0, 1).ravel(), rtol=1e-12)
+
+
+def test_float32_tables_track_float64():
+    """dtype="float32": the same fit to float32 precision; the potentials and the loss stay float64."""
+    rng, dom, P = random_case(12, 6)
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("e", "f"), ("a", "f")]
+    ms = [Measurement(c, joint_marginal(P, dom, c) * 5000 + rng.normal(0, 5, dom.size(c)), 5.0) for c in cliques]
+    fits = {dt: estimate(dom, ms, total=5000.0, iters=200, tol=0, method="precond", dtype=dt)
+            for dt in ("float64", "float32")}
+    lo, hi = fits["float32"], fits["float64"]
+    assert all(m.dtype == np.float32 for m in lo.marginals) and all(m.dtype == np.float64 for m in hi.marginals)
+    assert all(v.dtype == np.float64 for v in lo.potentials.values())
+    assert lo.info.loss == pytest.approx(hi.info.loss, rel=1e-4)
+    for attrs in [("a",), ("a", "b"), ("a", "c", "e")]:
+        np.testing.assert_allclose(lo.project(attrs), hi.project(attrs), rtol=1e-3, atol=1e-2)
+    with pytest.raises(ValueError, match="dtype"):
+        estimate(dom, ms, dtype="float16")
+
+
 def test_total_estimated_from_measurements():
     rng, dom, P = random_case(4, 4)
     N = 2000
@@ -459,7 +522,8 @@ def test_mixed_small_and_big_clique_maps_write_every_cell(monkeypatch):
     np.testing.assert_allclose(fits[0].info.history, fits[1].info.history, rtol=1e-9)
 
 
-def test_belief_propagation_far_apart_peaks_match_brute_force():
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_belief_propagation_far_apart_peaks_match_brute_force(dtype):
     """A child whose own belief and the message it receives peak 640 nats apart: their scaled
     exponentials' product falls below 1e-250 and the pass redoes that clique in log space (the
     branch taken here); marginals and log Z match the brute-force joint, with and without (dirty)
@@ -478,16 +542,19 @@ def test_belief_propagation_far_apart_peaks_match_brute_force():
     # it receives peak 640 nats apart
     pots = {("a", "b"): rng.normal(size=(2, 2)) + np.array([0.0, 650.0]),
             ("b", "c"): rng.normal(size=(2, 3)) + np.array([[0.0], [-640.0]])}
-    theta = [pots[tuple(c)] for c in tree.cliques]
+    theta = [pots[tuple(c)].astype(dtype) for c in tree.cliques]
     joint = pots[("a", "b")][:, :, None] + pots[("b", "c")][None, :, :]
     log_z = float(logsumexp(joint))
     p = np.exp(joint - log_z) * 10.0
-    for out in (None, [np.full(s, np.nan) for s in plan.shapes]):
+    # float32 potentials near 650 carry ~4e-5 absolute rounding in log space
+    rtol, atol = (1e-9, 1e-300) if dtype == np.float64 else (2e-4, 1e-30)
+    for out in (None, [np.full(s, np.nan, dtype=dtype) for s in plan.shapes]):
         mu, lz, _ = belief_propagation(plan, [t.copy() for t in theta], 10.0, out=out)
-        assert lz == pytest.approx(log_z, rel=1e-12)
+        assert lz == pytest.approx(log_z, rel=rtol)
         for c, m in zip(tree.cliques, mu):
+            assert m.dtype == dtype
             axes = tuple(i for i, a in enumerate("abc") if a not in c)
-            np.testing.assert_allclose(m, p.sum(axis=axes), rtol=1e-9, atol=1e-300)
+            np.testing.assert_allclose(m, p.sum(axis=axes), rtol=rtol, atol=atol)
 
 
 def test_buffer_pool_hands_out_only_unreferenced_arrays(monkeypatch):

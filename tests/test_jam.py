@@ -198,5 +198,10 @@ def test_default_samples_the_last_rounds_model():
     mech = JAM(1.0, 1e-9, rounds=6, seed=2).fit(data, public=chain_table(2000, seed=5, flip=0.3))
     assert mech.final_iters == 0 and mech.model_.info.iterations == 0
     loop = mech.selection_.model
+    assert loop.potentials.keys() == mech.model_.potentials.keys()
+    for r, phi in loop.potentials.items():  # the same potentials: nothing was fitted after the loop
+        np.testing.assert_array_equal(mech.model_.potentials[r], phi)
+    # the loop model's tables are float32 (it only ranks candidates); the released one is float64
+    assert loop.marginals[0].dtype == np.float32 and mech.model_.marginals[0].dtype == np.float64
     for r in [("a",), ("b", "c"), ("c", "d", "e")]:
-        np.testing.assert_allclose(mech.model_.project(r), loop.project(r), rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(mech.model_.project(r), loop.project(r), rtol=1e-5, atol=1e-3)

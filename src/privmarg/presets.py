@@ -10,7 +10,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from .generate.pgm import METHODS, PGM
+from .generate.pgm import DTYPES, METHODS, PGM
 from .select.aim import AIMSelector
 from .select.aim_bounds import ErrorBound, aim_error_bound
 from .select.compress import Compressed
@@ -157,7 +157,8 @@ class JAM(Synthesizer):
     ``fit(private, domain, public=table)``. Parameters: ``workload`` (default all 3-way); ``rounds``
     T (30); ``alpha`` the share of each round's budget for *selection* (0.2); ``max_model_size`` (MB);
     ``iters`` estimation iterations per round (10, warm started when ``warm_start``), with the
-    preconditioned step (``refit_method``); ``final_iters`` more after the last round (0: the records
+    preconditioned step (``refit_method``) on float32 tables (``refit_dtype``: the loop model only
+    ranks candidates; the released model is recomputed in float64); ``final_iters`` more after the last round (0: the records
     are sampled from the last round's model, as in the paper). The warm-started loop model has had
     ``rounds × iters`` iterations by the end; more per round or at the end did not lower the workload
     error on adult at ε = 0.1 and 1 (benchmarks/RESULTS.md, "JAM speed (issue 18)"); ``weighting``
@@ -172,15 +173,17 @@ class JAM(Synthesizer):
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
                  rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = 10,
                  final_iters: int = 0, tol: float = 1e-4, weighting: str = "equal", warm_start: bool = True,
-                 refit_method: str = "precond", generator: Any = None, **kw):
+                 refit_method: str = "precond", refit_dtype: str = "float32", generator: Any = None, **kw):
         if refit_method not in METHODS:
             raise ValueError(f"refit_method must be one of {METHODS}")
+        if refit_dtype not in DTYPES:
+            raise ValueError(f"refit_dtype must be one of {DTYPES}")
         self.workload, self.rounds, self.alpha, self.max_model_size = workload, rounds, alpha, max_model_size
         self.iters, self.final_iters, self.tol, self.weighting, self.warm_start = (
             iters, final_iters, tol, weighting, warm_start)
-        self.refit_method = refit_method
+        self.refit_method, self.refit_dtype = refit_method, refit_dtype
         sel = JAMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, weighting=weighting,
-                          warm_start=warm_start, loop=PGM(iters=iters, tol=tol, method=refit_method))
+                          warm_start=warm_start, loop=PGM(iters=iters, tol=tol, method=refit_method, dtype=refit_dtype))
         gen = generator if generator is not None else PGM(iters=final_iters, tol=tol / 10, method=refit_method)
         super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
         if self.neighbour != "replace_one":

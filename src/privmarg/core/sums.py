@@ -16,26 +16,28 @@ import numpy as np
 # below this many cells numpy's own reduction is as fast and has less Python overhead
 BLAS_SUM_CELLS = 1 << 12
 
-_ONES: dict[int, np.ndarray] = {}
+_ONES: dict[tuple[int, str], np.ndarray] = {}
+_BLAS_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
-def _ones(n: int) -> np.ndarray:
-    v = _ONES.get(n)
+def _ones(n: int, dtype: np.dtype) -> np.ndarray:
+    v = _ONES.get((n, dtype.char))
     if v is None:
-        v = _ONES[n] = np.ones(n)
+        v = _ONES[n, dtype.char] = np.ones(n, dtype=dtype)
         v.flags.writeable = False
     return v
 
 
 def sum_out(a: np.ndarray, axes: Sequence[int], out: np.ndarray | None = None) -> np.ndarray:
-    """``a.sum(axis=axes)`` (the kept axes in their order), equal to rounding; ``out`` as numpy's."""
+    """``a.sum(axis=axes)`` (the kept axes in their order), equal to rounding; ``out`` as numpy's.
+    float64 and float32 tables go through BLAS (the sum keeps the table's precision)."""
     axes = tuple(axes)
     if not axes:
         if out is None:
             return a
         np.copyto(out, a)
         return out
-    if a.size < BLAS_SUM_CELLS or a.dtype != np.float64 or not a.flags.c_contiguous:
+    if a.size < BLAS_SUM_CELLS or a.dtype not in _BLAS_DTYPES or not a.flags.c_contiguous:
         return np.sum(a, axis=axes, out=out)
     if len(axes) == a.ndim:  # a flat pass is numpy's fast case
         return np.sum(a, out=out)
@@ -53,11 +55,11 @@ def sum_out(a: np.ndarray, axes: Sequence[int], out: np.ndarray | None = None) -
     # contract the rightmost summed run each step: it is either last or followed by one kept run
     while True in summed:
         if summed[-1]:
-            b = b @ _ones(sizes.pop())
+            b = b @ _ones(sizes.pop(), a.dtype)
             summed.pop()
         else:
             k = sizes.pop()
-            b = np.matmul(_ones(sizes.pop()), b)
+            b = np.matmul(_ones(sizes.pop(), a.dtype), b)
             summed.pop()
             summed.pop()
             if summed:  # the run before is a kept one: merge it with the last

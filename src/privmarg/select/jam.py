@@ -45,7 +45,7 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
                  max_model_size: float = 80.0, weighting: str = "equal", warm_start: bool = True, loop: Any = None):
         # exact public marginals full of empty cells next to noisy private ones: the preconditioned
         # step reaches the optimum ~100x faster there than the momentum step (test_estimation)
-        super().__init__(loop if loop is not None else default_loop(method="precond"), max_model_size)
+        super().__init__(loop if loop is not None else default_loop(method="precond", dtype="float32"), max_model_size)
         self.warm_start = bool(warm_start)
         self.workload = workload
         self.rounds = check_rounds("rounds", rounds, allow_none=False)

@@ -1,9 +1,9 @@
 """The graphical-model engine: measurements in, a fitted model (marginals, records) out."""
 
-from .estimate import METHODS, FitInfo, estimate, estimate_total, loss_of
+from .estimate import DTYPES, METHODS, FitInfo, estimate, estimate_total, loss_of
 from .generator import PGM
 from .graphical_model import GraphicalModel
 from .junction_tree import JunctionTree, model_size_mb
 
-__all__ = ["METHODS", "PGM", "FitInfo", "GraphicalModel", "JunctionTree", "estimate", "estimate_total",
+__all__ = ["DTYPES", "METHODS", "PGM", "FitInfo", "GraphicalModel", "JunctionTree", "estimate", "estimate_total",
            "loss_of", "model_size_mb"]

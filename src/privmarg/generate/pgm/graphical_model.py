@@ -76,6 +76,24 @@ def _exp_shifted(src: np.ndarray, shift: float, dst: np.ndarray) -> np.ndarray:
     return dst
 
 
+# a scaled exponential (a clique's or a separator's largest cell 1) with cells below this may have
+# lost others to underflow (float64 flushes below e^-745, float32 below e^-103), which can matter
+# when another clique favours them: those cells are redone in log space
+FAR_BELOW = {"d": 1e-250, "f": 1e-20}
+
+
+def _log_message(theta: np.ndarray, ups: list[np.ndarray], axes: tuple[int, ...]) -> np.ndarray:
+    """log Σ over ``axes`` of exp(θ + Σ ``ups``), one shift per kept cell: exact where one scalar
+    shift for the whole clique would underflow a separator value's every cell."""
+    bel = theta.copy()
+    for u in ups:
+        bel += u
+    top = np.max(bel, axis=axes, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0).astype(bel.dtype)
+    tot = sum_out(np.exp(bel - top), axes)
+    return np.log(tot) + top.reshape(tot.shape)
+
+
 def _zero_mass() -> FloatingPointError:
     return FloatingPointError("the model puts zero mass everywhere (contradictory structural zeros?)")
 
@@ -83,7 +101,7 @@ def _zero_mass() -> FloatingPointError:
 def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
     n = len(theta)
     if out is None:
-        out = [np.empty(s) for s in plan.shapes]
+        out = [np.empty(s, dtype=np.result_type(*theta)) for s in plan.shapes] if theta else []
     # out[i] holds clique i's upward log belief (θ_i + its children's messages) while they arrive,
     # then exp(belief − shift[i]), and at the end the marginal
     filled = [False] * n
@@ -91,8 +109,8 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
     up: list[np.ndarray | None] = [None] * n
     up_inf = [False] * n
     for p, c in reversed(plan.edges):
-        # one scalar shift per clique: separator values e^-700 below the clique's mode underflow to
-        # -inf (probability 0), which is harmless and saves a pass per message
+        # one scalar shift per clique saves a pass per message; a separator value whose cells all
+        # underflow under it gets its message redone with its own shift
         bc = out[c] if filled[c] else theta[c]
         m = float(bc.max())
         if not np.isfinite(m):
@@ -102,7 +120,11 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
         ec = _exp_shifted(bc, m, out[c])
         shift[c] = m
         if msg is None:
-            msg = np.log(sum_out(ec, ax)) + m
+            tot = sum_out(ec, ax)
+            if tot.min() > FAR_BELOW[tot.dtype.char]:
+                msg = np.log(tot) + m
+            else:
+                msg = _log_message(theta[c], [up[cc] for cc in plan.children[c]], ax)
         up_inf[c] = not np.isfinite(msg).all()
         msg = msg.reshape(plan.in_parent[c])
         up[c] = msg
@@ -132,7 +154,7 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
                 raise _zero_mass()
             ec = apply_broadcast(np.multiply, out[c], np.exp(down - s), out[c])
             shift[c] += s
-            if not ec.max() > 1e-250:  # the two peaks far apart: redo it in log space, exactly
+            if not ec.max() > FAR_BELOW[ec.dtype.char]:  # the two peaks far apart: redo it in log space, exactly
                 bc = theta[c].copy()
                 for cc in plan.children[c]:
                     bc += up[cc]
@@ -234,31 +256,69 @@ class GraphicalModel:
             self._cache[attrs] = out
         return out
 
+    def _routes(self) -> tuple[list[dict[str, list[int]]], dict[str, int], list[int]]:
+        """(gates, component, cells), made once per tree. ``gates[v][a]``: for each clique ``v`` and
+        attribute ``a`` of its component (cliques joined by non-empty separators), the path (``v``
+        last) from the clique holding ``a`` nearest to ``v``; the cliques holding ``a`` form a
+        connected subtree, so every path from ``v`` to any of them passes through that one (its
+        gate). ``component[a]``: the component of ``a``; ``cells``: each clique's table size."""
+        hit = self.__dict__.get("_route_table")  # models pickled before this cache lack the attribute
+        if hit is not None:
+            return hit
+        n = len(self.tree.cliques)
+        adj: list[list[int]] = [[] for _ in range(n)]
+        for p, c in self.tree.edges:
+            if self._clique_sets[p] & self._clique_sets[c]:  # not across an empty separator: independent parts
+                adj[p].append(c)
+                adj[c].append(p)
+        gates = []
+        component: dict[str, int] = {}
+        for v in range(n):
+            prev = {v: v}
+            order = [v]
+            for x in order:  # breadth first: the first clique met holding an attribute is its gate
+                for y in adj[x]:
+                    if y not in prev:
+                        prev[y] = x
+                        order.append(y)
+            for a in self.tree.cliques[v]:
+                component[a] = min(order)
+            paths: dict[str, list[int]] = {}
+            for x in order:
+                for a in self.tree.cliques[x]:
+                    if a not in paths:
+                        path = [x]
+                        while path[-1] != v:
+                            path.append(prev[path[-1]])
+                        paths[a] = path
+            gates.append(paths)
+        cells = [int(np.prod(s)) for s in self._plan.shapes]
+        self.__dict__["_route_table"] = (gates, component, cells)
+        return gates, component, cells
+
+    def _components(self, attrs: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """``attrs`` split by the model's independent components (order kept within each part)."""
+        component = self._routes()[1]
+        parts: dict[int, list[str]] = {}
+        for a in attrs:
+            parts.setdefault(component[a], []).append(a)
+        return [tuple(p) for p in parts.values()]
+
     def _subtree(self, attrs: tuple[str, ...]) -> tuple[list[int], list[tuple[int, int]]]:
-        """Cliques and edges of a small subtree whose cliques cover ``attrs``."""
-        need = set(attrs)
-        chosen: list[int] = []
-        while need:
-            i = max(range(len(self._clique_sets)),
-                    key=lambda j: (len(need & self._clique_sets[j]), -self.marginals[j].size))
-            chosen.append(i)
-            need -= self._clique_sets[i]
-        parent = {c: p for p, c in self.tree.edges}
-        # union of root paths, then drop the part above the lowest common ancestor
-        paths = []
-        for i in chosen:
-            path = [i]
-            while path[-1] in parent:
-                path.append(parent[path[-1]])
-            paths.append(path[::-1])  # root ... i
-        common = 0
-        while all(len(p) > common for p in paths) and len({p[common] for p in paths}) == 1:
-            common += 1
-        nodes = {paths[0][common - 1]}
-        for p in paths:
-            nodes.update(p[common:])
-        edges = [(p, c) for p, c in self.tree.edges if p in nodes and c in nodes]
-        return sorted(nodes), edges
+        """Cliques and edges of the smallest subtree (fewest cells, then fewest cliques) whose
+        cliques cover ``attrs``: every connected cover is the union of the paths from one of its
+        cliques to each attribute's gate, so trying each clique as that centre finds the best."""
+        gates, _, cells = self._routes()
+        best, best_key = None, None
+        for paths in gates:
+            if attrs[0] not in paths:  # another component
+                continue
+            nodes = set().union(*(paths[a] for a in attrs))
+            key = (sum(cells[i] for i in nodes), len(nodes))
+            if best_key is None or key < best_key:
+                best, best_key = nodes, key
+        edges = [(p, c) for p, c in self.tree.edges if p in best and c in best]
+        return sorted(best), edges
 
     def _conditional(self, i: int, edges: list[tuple[int, int]]) -> np.ndarray:
         """Clique ``i``'s marginal divided by its separator marginal with its parent (0 where empty)."""
@@ -277,8 +337,17 @@ class GraphicalModel:
         return out
 
     def _eliminate(self, attrs: tuple[str, ...]) -> np.ndarray:
-        """Variable elimination on clique marginals / separator marginals of a covering subtree."""
+        """Variable elimination on clique marginals / separator marginals of a covering subtree;
+        attributes in independent components (joined by empty separators) as a product."""
         d = self.domain
+        parts = self._components(attrs)
+        if len(parts) > 1:
+            res, order = np.ones(()), []
+            for p in parts:
+                res = np.multiply.outer(res, self.project(p, cache=False).reshape(d.sizes(p)) / self.total)
+                order += p
+            res = res.transpose([order.index(a) for a in attrs])
+            return np.ascontiguousarray(res).ravel() * self.total
         nodes, edges = self._subtree(attrs)
         cl = self.tree.cliques
         has_parent = {c for _, c in edges}
@@ -410,14 +479,20 @@ class GraphicalModel:
         return out
 
 
+# einsum's own loop (no path search, no BLAS) is faster up to about this many index combinations
+PLAIN_EINSUM_CELLS = 1 << 15
+
+
 def _einsum(factors, out_attrs, domain: Domain) -> np.ndarray:
-    letters = {}
+    letters: dict[str, int] = {}
     ops = []
     for attrs, arr in factors:
         ops.append(arr)
         ops.append([letters.setdefault(a, len(letters)) for a in attrs])
     out = [letters.setdefault(a, len(letters)) for a in out_attrs]
-    res = np.einsum(*ops, out, optimize=len(factors) > 1)  # two tables: a BLAS product where it can
+    # two or more big tables: a BLAS product where it can, in a searched order
+    optimize = len(factors) > 1 and domain.size(tuple(letters)) > PLAIN_EINSUM_CELLS
+    res = np.einsum(*ops, out, optimize=optimize)
     return res.reshape(domain.sizes(out_attrs)) if out_attrs else res
 
 
