@@ -387,6 +387,9 @@ def test_dense_and_sparse_clique_maps_agree(kind, monkeypatch):
     """Same fit, step for step, whichever way potentials and marginals are mapped (with zeros too)."""
     dom, ms, N, _ = noisy_case(kind)
     zero = StructuralZero.from_cells(dom, ms[0].attrs, [[0] * len(ms[0].attrs)])
+    # the maps only: belief propagation in log space for both (its exp-space path for big cliques
+    # rounds differently, and these fits run to the rounding floor; compared in its own test)
+    monkeypatch.setattr(estimation_module, "EXP_SPACE", False)
     fits = []
     for cells in (10**12, 0):
         monkeypatch.setattr(estimation_module, "DENSE_CLIQUE_CELLS", cells)
@@ -396,6 +399,31 @@ def test_dense_and_sparse_clique_maps_agree(kind, monkeypatch):
     np.testing.assert_allclose(a.info.history, b.info.history, rtol=1e-9)
     for c in [m.attrs for m in ms] + [tuple(dom.attrs[:3])]:
         np.testing.assert_allclose(a.project(c), b.project(c), rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_exp_space_belief_propagation_matches_log_space(dtype, monkeypatch):
+    """Belief propagation from products of the potentials' exponentials gives the log-space pass's
+    marginals, with small, big and key-less cliques, structural zeros, and potentials far apart
+    (products that underflow: those cliques are redone in log space)."""
+    rng = np.random.default_rng(21)
+    dom = Domain(list("abcdefg"), [3, 4, 2, 5, 3, 4, 2])
+    cliques = [("a", "b", "c"), ("b", "c", "d"), ("d", "e"), ("e", "f", "g"), ("a", "g")]
+    ms = [Measurement(c, rng.uniform(0, 80, dom.size(c)), 1.0) for c in cliques]
+    zero = StructuralZero.from_cells(dom, ("d", "e"), [[0, 1], [2, 2]])
+    monkeypatch.setattr(estimation_module, "DENSE_CLIQUE_CELLS", 20)  # (d, e) and (a, g) stay small
+    extra = [("a", "b", "c", "d")]  # a maximal clique with measured keys inside, and none of its own
+    for scale in (1.0, 300.0):  # 300: exp(φ − max φ) products underflow in float32 and float64
+        fits = {}
+        for flag in (False, True):
+            monkeypatch.setattr(estimation_module, "EXP_SPACE", flag)
+            warm = {c: rng.normal(0, scale, dom.size(c)) for c in cliques} if flag is False else warm
+            fits[flag] = estimate(dom, ms, total=500.0, iters=0, zeros=[zero], warm=warm, dtype=dtype,
+                                  extra_cliques=extra)
+        tol = 1e-9 if dtype == "float64" else 2e-4
+        for a, b in zip(fits[False].marginals, fits[True].marginals):
+            np.testing.assert_allclose(b, a, rtol=tol, atol=tol * 500)
+        assert fits[True].info.loss == pytest.approx(fits[False].info.loss, rel=tol)
 
 
 def test_dense_partial_sums_match_sparse_maps_with_many_keys_per_clique(monkeypatch):

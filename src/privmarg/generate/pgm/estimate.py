@@ -18,7 +18,8 @@ from ...core import Domain, Factor, Measurement, StructuralZero
 from ...core.measurement import estimate_total
 from ...core.broadcast import apply_broadcast
 from ...core.sums import sum_out
-from .graphical_model import GraphicalModel, _Plan, belief_propagation, broadcast_shape, sum_axes
+from .graphical_model import (GraphicalModel, _Plan, belief_propagation, belief_propagation_exp, broadcast_shape,
+                              sum_axes)
 from .junction_tree import JunctionTree
 
 
@@ -97,8 +98,14 @@ class _Problem:
         # summed out, not one per key): JAM's models put many 3-way keys on each maximal clique
         self.dense = [_DenseGroup(domain, tree.cliques[i], plan.shapes[i], slice(self.mu_off[i], self.mu_off[i + 1]),
                                   [(r, self.slices[r]) for r in rs]) for i, rs in dense.items()]
+        self.dense_ids = list(dense)
         # big cliques without a key are zero in θ
         self.bare = [slice(self.mu_off[i], self.mu_off[i + 1]) for i, s in enumerate(small) if not s and i not in dense]
+        # the small cliques' segments of At @ φ (tree order), for per-clique shifts in exp space
+        self.small_ids = [i for i, s in enumerate(small) if s]
+        small_sizes = [mu_sizes[i] for i in self.small_ids]
+        self.small_starts = np.concatenate([[0], np.cumsum(small_sizes)[:-1]]).astype(int) if small_sizes else None
+        self.small_sizes = np.array(small_sizes, dtype=int)
         if all(small):
             self.small_idx = None  # the maps cover all cells, in place
         else:
@@ -160,6 +167,24 @@ class _Problem:
         for g in self.dense:
             g.to_theta(phi, theta)
         return theta
+
+    def to_exp(self, phi: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """exp(θ − s) with θ = Aᵀ φ and one shift ``s`` per maximal clique (returned, in tree order),
+        written into ``out`` (every cell; the largest cell of a clique is at most 1). Big cliques are
+        products of their potentials' exponentials (no exp over a clique's cells); small ones are
+        exponentiated, shifted by their maxima. Only for trees with some big clique."""
+        shifts = np.zeros(len(self.mu_off) - 1)
+        if self.small_idx.size:
+            theta = self.At @ phi
+            top = np.maximum.reduceat(theta, self.small_starts)
+            theta -= np.repeat(top, self.small_sizes)
+            out[self.small_idx] = np.exp(theta)
+            shifts[self.small_ids] = top
+        for sl in self.bare:
+            out[sl] = 1.0
+        for i, g in zip(self.dense_ids, self.dense):
+            shifts[i] = g.to_exp(phi, out)
+        return shifts
 
     def __call__(self, mu_flat: np.ndarray):
         """(loss, gradient w.r.t. the x cells, x = the model's marginals on the potentials' cliques)."""
@@ -234,6 +259,29 @@ class _DenseGroup:
             v = arrs[node]
             x[sl] = sum_out(v, axes).ravel()
 
+    def to_exp(self, phi: np.ndarray, out: np.ndarray) -> float:
+        """Write exp(θ − s) over the clique's cells, as the product of exp(φ_r − max φ_r) over its
+        potentials (in the tree of :meth:`to_theta`); returns s = Σ_r max φ_r (≥ max θ)."""
+        bufs = self._nodes(out)
+        shift = 0.0
+        for j in range(len(self.nodes), -1, -1):
+            terms = []
+            for sl, bshape in self.node_keys[j]:
+                v = phi[sl]
+                top = float(v.max())
+                shift += top
+                terms.append(np.exp(v - top).astype(out.dtype).reshape(bshape))
+            terms += [bufs[k].reshape(self.nodes[k - 1][3]) for k in self.children[j]]
+            dst = bufs[j]
+            if not terms:
+                dst.fill(1.0)
+                continue
+            terms.sort(key=lambda t: -t.size)
+            apply_broadcast(None, None, terms[0], dst)
+            for t in terms[1:]:
+                apply_broadcast(np.multiply, dst, t, dst)
+        return shift
+
     def to_theta(self, phi: np.ndarray, theta: np.ndarray) -> None:
         """Write the clique's cells of θ (all of them): children after their parents, so spread
         bottom-up; each node's table is written by its first term, not zeroed and then added to."""
@@ -288,6 +336,7 @@ METHODS = ("precond", "md", "momentum")  # the estimator's step rules (see estim
 MOMENTUM_GROW = 1.01  # step growth per accepted momentum step once a step has been rejected (mbi's rule)
 LOG_STEP_CAP = 8.0  # largest preconditioned move of one cell's log-potential per step (e^8 ≈ 3000×)
 DTYPES = ("float64", "float32")  # precisions of belief propagation's tables
+EXP_SPACE = True  # trees with big cliques: belief propagation from products of exponentials
 
 
 def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: float | None = None,
@@ -369,16 +418,43 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
             theta_flat += base
         return theta_flat
 
+    # big cliques: belief propagation from the potentials' exponentials (products of small tables)
+    # instead of exponentiating every clique cell; θ itself only where a product underflows
+    exp_space = EXP_SPACE and bool(prob.dense)
+    zmask = (base == 0).astype(fdtype) if exp_space and has_zeros else None
+    log_buf: list[np.ndarray] = []
+
+    def theta_log(params):
+        if not log_buf:
+            log_buf.append(np.empty(prob.mu_off[-1], dtype=fdtype))
+        theta_flat = prob.to_theta(params, out=log_buf[0])
+        if has_zeros:
+            theta_flat += base
+        return views(theta_flat)
+
     def evaluate(params, trial=False):
         """(μ, loss, grads, x) at ``params``; a trial step that overflows θ returns None."""
         n_eval[0] += 1
-        theta_flat = theta_at(params)
-        if trial and theta_flat.size and not theta_flat.max() < np.inf:  # NaN or +inf: one pass
-            return None  # an overlong step (tiny curvature on a big clique): reject it, shrink the step
+        if exp_space:
+            shifts = prob.to_exp(params, scratch)
+            if not np.isfinite(shifts).all():  # NaN or +inf in φ: an overlong step
+                if trial:
+                    return None
+                raise FloatingPointError("non-finite potentials")
+            if zmask is not None:
+                np.multiply(scratch, zmask, out=scratch)
+        else:
+            theta_flat = theta_at(params)
+            if trial and theta_flat.size and not theta_flat.max() < np.inf:  # NaN or +inf: one pass
+                return None  # an overlong step (tiny curvature on a big clique): reject it, shrink the step
         mu_flat = pool.take()
         try:
             with np.errstate(over="ignore" if trial else "warn"):
-                mu, _, _ = belief_propagation(plan, views(theta_flat), total, out=views(mu_flat))
+                if exp_space:
+                    mu, _, _ = belief_propagation_exp(plan, views(scratch), shifts, total, views(mu_flat),
+                                                      lambda: theta_log(params))
+                else:
+                    mu, _, _ = belief_propagation(plan, views(theta_flat), total, out=views(mu_flat))
         except FloatingPointError:
             if trial:
                 return None

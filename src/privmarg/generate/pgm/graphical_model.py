@@ -6,7 +6,7 @@ Everything here is post-processing of released measurements: no privacy cost.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -164,6 +164,88 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
     for i in range(n):
         scale = np.exp(shift[i] - log_z) * total
         np.multiply(out[i], scale, out=out[i])
+    return out, log_z, None
+
+
+def belief_propagation_exp(plan: _Plan, tables: list[np.ndarray], shifts, total: float, out: list[np.ndarray],
+                           theta: Callable[[], list[np.ndarray]]):
+    """:func:`belief_propagation` from the potentials' exponentials: ``tables[i]`` = exp(θ_i −
+    ``shifts[i]``) (read only). Messages enter a clique as products, so no clique's cells are
+    exponentiated; where a product underflows, that clique is redone in log space from ``theta()``
+    (called at most once). Writes the marginals into ``out``; returns (marginals, log Z, None)."""
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+        return _bp_exp(plan, tables, list(map(float, shifts)), total, out, theta)
+
+
+def _bp_exp(plan: _Plan, tables, shift, total, out, theta_fn):
+    n = len(tables)
+    cur = list(tables)  # where clique i's exponential is: its table until the first write to out[i]
+    up: list[np.ndarray | None] = [None] * n
+    up_inf = [False] * n
+    logs: list = []
+
+    def theta() -> list[np.ndarray]:
+        if not logs:
+            logs.append(theta_fn())
+        return logs[0]
+
+    far = FAR_BELOW[out[0].dtype.char] if n else 0.0
+    for p, c in reversed(plan.edges):
+        ec = cur[c]
+        ax = plan.child_axes[c]
+        tot = sum_out(ec, ax) if ax else ec
+        if tot.min() > far:
+            msg = np.log(tot) + shift[c]
+        else:  # a separator value underflowed (or has no mass): exact, in log space
+            kids = [up[cc] for cc in plan.children[c]]
+            msg = _log_message(theta()[c], kids, ax) if ax else theta()[c] + sum(kids)
+        up_inf[c] = not np.isfinite(msg).all()
+        msg = msg.reshape(plan.in_parent[c])
+        up[c] = msg
+        top = float(msg.max())
+        if not np.isfinite(top):
+            raise _zero_mass()
+        apply_broadcast(np.multiply, cur[p], np.exp(msg - top).astype(out[p].dtype, copy=False), out[p])
+        cur[p] = out[p]
+        shift[p] += top
+    root = plan.bfs[0]
+    if cur[root] is not out[root]:
+        np.copyto(out[root], cur[root])
+        cur[root] = out[root]
+    z = float(out[root].sum())
+    if not z > far:  # every cell far below the shift: redo the root in log space
+        bel = theta()[root].copy()
+        for cc in plan.children[root]:
+            bel += up[cc]
+        shift[root] = float(np.max(bel))
+        if not np.isfinite(shift[root]):
+            raise _zero_mass()
+        _exp_shifted(bel, shift[root], out[root])
+        z = float(out[root].sum())
+    log_z = float(np.log(z) + shift[root])
+    for i in plan.bfs:
+        ei, m = out[i], shift[i]
+        for c in plan.children[i]:
+            sep = np.log(sum_out(ei, plan.parent_axes[c])) + m
+            upc = up[c].reshape(plan.in_child[c])
+            down = sep.reshape(plan.in_child[c]) - upc
+            if up_inf[c]:
+                down = np.where(np.isneginf(upc), -np.inf, down)
+            s = float(np.max(down))
+            if not np.isfinite(s):
+                raise _zero_mass()
+            ec = apply_broadcast(np.multiply, cur[c], np.exp(down - s).astype(out[c].dtype, copy=False), out[c])
+            cur[c] = out[c]
+            shift[c] += s
+            if not ec.max() > far:
+                bc = theta()[c].copy()
+                for cc in plan.children[c]:
+                    bc += up[cc]
+                bc += down
+                shift[c] = float(np.max(bc))
+                _exp_shifted(bc, shift[c], out[c])
+    for i in range(n):
+        np.multiply(out[i], np.exp(shift[i] - log_z) * total, out=out[i])
     return out, log_z, None
 
 
