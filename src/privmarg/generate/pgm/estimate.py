@@ -408,7 +408,8 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     # on a big tree: μ of the current point and of the step being tried come from a pool of reused
     # arrays, and θ (needed only to compute μ) from one scratch array; the final θ is recomputed
     pool = _Buffers(int(prob.mu_off[-1]), fdtype)
-    scratch = np.empty(prob.mu_off[-1], dtype=fdtype) if prob.small_idx is not None else None
+    exp_space = EXP_SPACE and bool(prob.dense)
+    scratch = np.empty(prob.mu_off[-1], dtype=fdtype) if prob.small_idx is not None and not exp_space else None
 
     def theta_at(params):
         theta_flat = prob.to_theta(params, out=scratch)
@@ -420,7 +421,6 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
 
     # big cliques: belief propagation from the potentials' exponentials (products of small tables)
     # instead of exponentiating every clique cell; θ itself only where a product underflows
-    exp_space = EXP_SPACE and bool(prob.dense)
     zmask = (base == 0).astype(fdtype) if exp_space and has_zeros else None
     log_buf: list[np.ndarray] = []
 
@@ -436,22 +436,25 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
         """(μ, loss, grads, x) at ``params``; a trial step that overflows θ returns None."""
         n_eval[0] += 1
         if exp_space:
-            shifts = prob.to_exp(params, scratch)
+            # the exponentials go straight into μ's buffer: the pass turns them into marginals in place
+            mu_flat = pool.take()
+            shifts = prob.to_exp(params, mu_flat)
             if not np.isfinite(shifts).all():  # NaN or +inf in φ: an overlong step
                 if trial:
                     return None
                 raise FloatingPointError("non-finite potentials")
             if zmask is not None:
-                np.multiply(scratch, zmask, out=scratch)
+                np.multiply(mu_flat, zmask, out=mu_flat)
         else:
             theta_flat = theta_at(params)
             if trial and theta_flat.size and not theta_flat.max() < np.inf:  # NaN or +inf: one pass
                 return None  # an overlong step (tiny curvature on a big clique): reject it, shrink the step
-        mu_flat = pool.take()
+            mu_flat = pool.take()
         try:
             with np.errstate(over="ignore" if trial else "warn"):
                 if exp_space:
-                    mu, _, _ = belief_propagation_exp(plan, views(scratch), shifts, total, views(mu_flat),
+                    mu_views = views(mu_flat)
+                    mu, _, _ = belief_propagation_exp(plan, mu_views, shifts, total, mu_views,
                                                       lambda: theta_log(params))
                 else:
                     mu, _, _ = belief_propagation(plan, views(theta_flat), total, out=views(mu_flat))

@@ -170,9 +170,10 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
 def belief_propagation_exp(plan: _Plan, tables: list[np.ndarray], shifts, total: float, out: list[np.ndarray],
                            theta: Callable[[], list[np.ndarray]]):
     """:func:`belief_propagation` from the potentials' exponentials: ``tables[i]`` = exp(θ_i −
-    ``shifts[i]``) (read only). Messages enter a clique as products, so no clique's cells are
-    exponentiated; where a product underflows, that clique is redone in log space from ``theta()``
-    (called at most once). Writes the marginals into ``out``; returns (marginals, log Z, None)."""
+    ``shifts[i]``) (read only, or ``out`` itself to work in place). Messages enter a clique as
+    products, so no clique's cells are exponentiated; where a product underflows, that clique is
+    redone in log space from ``theta()`` (called at most once). Writes the marginals into ``out``;
+    returns (marginals, log Z, None)."""
     with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
         return _bp_exp(plan, tables, list(map(float, shifts)), total, out, theta)
 
@@ -223,10 +224,14 @@ def _bp_exp(plan: _Plan, tables, shift, total, out, theta_fn):
         _exp_shifted(bel, shift[root], out[root])
         z = float(out[root].sum())
     log_z = float(np.log(z) + shift[root])
+    log_total = float(np.log(total)) if total > 0 else -np.inf
+    np.multiply(out[root], np.exp(shift[root] - log_z) * total, out=out[root])
+    # top down: each clique's table becomes its marginal (counts) in the pass that multiplies its
+    # parent's message in, so its children's messages come from the marginal
     for i in plan.bfs:
-        ei, m = out[i], shift[i]
+        ei = out[i]
         for c in plan.children[i]:
-            sep = np.log(sum_out(ei, plan.parent_axes[c])) + m
+            sep = np.log(sum_out(ei, plan.parent_axes[c])) + (log_z - log_total)
             upc = up[c].reshape(plan.in_child[c])
             down = sep.reshape(plan.in_child[c]) - upc
             if up_inf[c]:
@@ -234,18 +239,22 @@ def _bp_exp(plan: _Plan, tables, shift, total, out, theta_fn):
             s = float(np.max(down))
             if not np.isfinite(s):
                 raise _zero_mass()
-            ec = apply_broadcast(np.multiply, cur[c], np.exp(down - s).astype(out[c].dtype, copy=False), out[c])
+            scale = float(np.exp(shift[c] + s - log_z) * total)
+            foldable = 1e-30 < scale < 1e30  # the scaled factor stays in range (float32 too)
+            factor = np.exp(down - s) * scale if foldable else np.exp(down - s)
+            ec = apply_broadcast(np.multiply, cur[c], factor.astype(out[c].dtype, copy=False), out[c])
             cur[c] = out[c]
             shift[c] += s
-            if not ec.max() > far:
+            if not ec.max() > far * (scale if foldable else 1.0):
                 bc = theta()[c].copy()
                 for cc in plan.children[c]:
                     bc += up[cc]
                 bc += down
                 shift[c] = float(np.max(bc))
                 _exp_shifted(bc, shift[c], out[c])
-    for i in range(n):
-        np.multiply(out[i], np.exp(shift[i] - log_z) * total, out=out[i])
+                foldable = False
+            if not foldable:
+                np.multiply(out[c], np.exp(shift[c] - log_z) * total, out=out[c])
     return out, log_z, None
 
 
