@@ -168,6 +168,19 @@ class _Problem:
             g.to_theta(phi, theta)
         return theta
 
+    def clique_theta(self, phi: np.ndarray, i: int, dtype: np.dtype) -> np.ndarray:
+        """Clique ``i``'s cells of θ = Aᵀ φ (flat, a new array)."""
+        n = self.mu_off[i + 1] - self.mu_off[i]
+        if i in self.dense_ids:
+            g = self.dense[self.dense_ids.index(i)]
+            buf = np.empty(self.mu_off[-1], dtype=dtype)  # pages outside the clique are never touched
+            g.to_theta(phi, buf)
+            return buf[self.mu_off[i]:self.mu_off[i + 1]]
+        if self.small_idx is None or i in self.small_ids:
+            start = self.mu_off[i] if self.small_idx is None else self.small_starts[self.small_ids.index(i)]
+            return self.At[start:start + n] @ phi
+        return np.zeros(n)  # a big clique with no potential
+
     def to_exp(self, phi: np.ndarray, out: np.ndarray) -> np.ndarray:
         """exp(θ − s) with θ = Aᵀ φ and one shift ``s`` per maximal clique (returned, in tree order),
         written into ``out`` (every cell; the largest cell of a clique is at most 1). Big cliques are
@@ -422,15 +435,12 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     # big cliques: belief propagation from the potentials' exponentials (products of small tables)
     # instead of exponentiating every clique cell; θ itself only where a product underflows
     zmask = (base == 0).astype(fdtype) if exp_space and has_zeros else None
-    log_buf: list[np.ndarray] = []
 
-    def theta_log(params):
-        if not log_buf:
-            log_buf.append(np.empty(prob.mu_off[-1], dtype=fdtype))
-        theta_flat = prob.to_theta(params, out=log_buf[0])
+    def theta_log(params, i):
+        theta = prob.clique_theta(params, i, fdtype).astype(fdtype, copy=False).reshape(plan.shapes[i])
         if has_zeros:
-            theta_flat += base
-        return views(theta_flat)
+            theta = theta + base[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(plan.shapes[i])
+        return theta
 
     def evaluate(params, trial=False):
         """(μ, loss, grads, x) at ``params``; a trial step that overflows θ returns None."""
@@ -455,7 +465,7 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
                 if exp_space:
                     mu_views = views(mu_flat)
                     mu, _, _ = belief_propagation_exp(plan, mu_views, shifts, total, mu_views,
-                                                      lambda: theta_log(params))
+                                                      lambda i: theta_log(params, i))
                 else:
                     mu, _, _ = belief_propagation(plan, views(theta_flat), total, out=views(mu_flat))
         except FloatingPointError:

@@ -76,10 +76,11 @@ def _exp_shifted(src: np.ndarray, shift: float, dst: np.ndarray) -> np.ndarray:
     return dst
 
 
-# a scaled exponential (a clique's or a separator's largest cell 1) with cells below this may have
-# lost others to underflow (float64 flushes below e^-745, float32 below e^-103), which can matter
-# when another clique favours them: those cells are redone in log space
-FAR_BELOW = {"d": 1e-250, "f": 1e-20}
+# a separator value's total (or a clique's largest cell) below this, in a table scaled to at most
+# 1, may have lost cells to underflow (float64 flushes below 1e-308, float32's normal range ends at
+# 1e-38): where another clique favours them that matters, so they are redone in log space. Above
+# it, a thousand flushed cells would move a total by less than 1e-55 (float64) or 1e-7 (float32).
+FAR_BELOW = {"d": 1e-250, "f": 1e-28}
 
 
 def _log_message(theta: np.ndarray, ups: list[np.ndarray], axes: tuple[int, ...]) -> np.ndarray:
@@ -168,12 +169,12 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
 
 
 def belief_propagation_exp(plan: _Plan, tables: list[np.ndarray], shifts, total: float, out: list[np.ndarray],
-                           theta: Callable[[], list[np.ndarray]]):
+                           theta: Callable[[int], np.ndarray]):
     """:func:`belief_propagation` from the potentials' exponentials: ``tables[i]`` = exp(θ_i −
     ``shifts[i]``) (read only, or ``out`` itself to work in place). Messages enter a clique as
     products, so no clique's cells are exponentiated; where a product underflows, that clique is
-    redone in log space from ``theta()`` (called at most once). Writes the marginals into ``out``;
-    returns (marginals, log Z, None)."""
+    redone in log space from ``theta(i)`` (clique ``i``'s log potential, asked for at most once a
+    clique). Writes the marginals into ``out``; returns (marginals, log Z, None)."""
     with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
         return _bp_exp(plan, tables, list(map(float, shifts)), total, out, theta)
 
@@ -183,12 +184,12 @@ def _bp_exp(plan: _Plan, tables, shift, total, out, theta_fn):
     cur = list(tables)  # where clique i's exponential is: its table until the first write to out[i]
     up: list[np.ndarray | None] = [None] * n
     up_inf = [False] * n
-    logs: list = []
+    logs: dict[int, np.ndarray] = {}
 
-    def theta() -> list[np.ndarray]:
-        if not logs:
-            logs.append(theta_fn())
-        return logs[0]
+    def theta(i: int) -> np.ndarray:
+        if i not in logs:
+            logs[i] = theta_fn(i)
+        return logs[i]
 
     far = FAR_BELOW[out[0].dtype.char] if n else 0.0
     for p, c in reversed(plan.edges):
@@ -199,7 +200,7 @@ def _bp_exp(plan: _Plan, tables, shift, total, out, theta_fn):
             msg = np.log(tot) + shift[c]
         else:  # a separator value underflowed (or has no mass): exact, in log space
             kids = [up[cc] for cc in plan.children[c]]
-            msg = _log_message(theta()[c], kids, ax) if ax else theta()[c] + sum(kids)
+            msg = _log_message(theta(c), kids, ax) if ax else theta(c) + sum(kids)
         up_inf[c] = not np.isfinite(msg).all()
         msg = msg.reshape(plan.in_parent[c])
         up[c] = msg
@@ -215,7 +216,7 @@ def _bp_exp(plan: _Plan, tables, shift, total, out, theta_fn):
         cur[root] = out[root]
     z = float(out[root].sum())
     if not z > far:  # every cell far below the shift: redo the root in log space
-        bel = theta()[root].copy()
+        bel = theta(root).copy()
         for cc in plan.children[root]:
             bel += up[cc]
         shift[root] = float(np.max(bel))
@@ -246,7 +247,7 @@ def _bp_exp(plan: _Plan, tables, shift, total, out, theta_fn):
             cur[c] = out[c]
             shift[c] += s
             if not ec.max() > far * (scale if foldable else 1.0):
-                bc = theta()[c].copy()
+                bc = theta(c).copy()
                 for cc in plan.children[c]:
                     bc += up[cc]
                 bc += down
