@@ -41,3 +41,13 @@ def test_views_small_tables_and_infinities_take_numpy_path():
     b[3, 4, 1] = np.inf
     got = sum_out(b, (2,))
     assert got[3, 4] == np.inf and np.isfinite(np.delete(got.ravel(), 3 * 50 + 4)).all()
+
+
+def test_an_infinity_before_a_short_kept_run_stays_in_its_own_cell():
+    # the stacked-identity product would turn inf * 0 into NaN across the row: numpy's sum instead
+    a = np.ones((64, 32, 2))
+    a[5, 7, 1] = np.inf
+    got = sum_out(a, (1,))
+    assert got[5, 1] == np.inf and got[5, 0] == 32.0
+    assert np.isfinite(np.delete(got.ravel(), 5 * 2 + 1)).all()
+    np.testing.assert_array_equal(got, a.sum(axis=1))

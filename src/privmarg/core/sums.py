@@ -16,7 +16,12 @@ import numpy as np
 # below this many cells numpy's own reduction is as fast and has less Python overhead
 BLAS_SUM_CELLS = 1 << 12
 
+# a summed run followed by a kept run of at most this many cells: summed by one product with stacked
+# identities (k times the arithmetic, at BLAS speed) instead of a batch of tiny products
+SHORT_KEPT = 8
+
 _ONES: dict[tuple[int, str], np.ndarray] = {}
+_EYES: dict[tuple[int, int, str], np.ndarray] = {}
 _BLAS_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
@@ -26,6 +31,15 @@ def _ones(n: int, dtype: np.dtype) -> np.ndarray:
         v = _ONES[n, dtype.char] = np.ones(n, dtype=dtype)
         v.flags.writeable = False
     return v
+
+
+def _stacked_eye(n: int, k: int, dtype: np.dtype) -> np.ndarray:
+    key = (n, k, dtype.char)
+    e = _EYES.get(key)
+    if e is None:
+        e = _EYES[key] = np.tile(np.eye(k, dtype=dtype), (n, 1))
+        e.flags.writeable = False
+    return e
 
 
 def sum_out(a: np.ndarray, axes: Sequence[int], out: np.ndarray | None = None) -> np.ndarray:
@@ -52,14 +66,24 @@ def sum_out(a: np.ndarray, axes: Sequence[int], out: np.ndarray | None = None) -
             sizes.append(n)
             summed.append(s)
     b = a.reshape(sizes)
+    eye_used = False
     # contract the rightmost summed run each step: it is either last or followed by one kept run
     while True in summed:
         if summed[-1]:
-            b = b @ _ones(sizes.pop(), a.dtype)
+            # one matrix-vector product (a stack of them would be one tiny product per leading row)
+            b = b.reshape(-1, sizes.pop()) @ _ones(b.shape[-1], a.dtype)
             summed.pop()
+            b = b.reshape(sizes)
         else:
             k = sizes.pop()
-            b = np.matmul(_ones(sizes.pop(), a.dtype), b)
+            n = sizes.pop()
+            if k <= SHORT_KEPT:
+                # (…, n, k) → (…, k) as one matrix product with n stacked k×k identities: a batched
+                # product would be one tiny n×k product per row of the leading axes
+                b = b.reshape(-1, n * k) @ _stacked_eye(n, k, a.dtype)
+                eye_used = True
+            else:
+                b = np.matmul(_ones(n, a.dtype), b)
             summed.pop()
             summed.pop()
             if summed:  # the run before is a kept one: merge it with the last
@@ -68,6 +92,8 @@ def sum_out(a: np.ndarray, axes: Sequence[int], out: np.ndarray | None = None) -
             else:
                 sizes.append(k)
                 summed.append(False)
+    if eye_used and np.isnan(b).any():  # an infinity times the identities' zeros: numpy's sum
+        return np.sum(a, axis=axes, out=out)
     kept = tuple(n for i, n in enumerate(a.shape) if i not in drop)
     b = b.reshape(kept)
     if out is None:
