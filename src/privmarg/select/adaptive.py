@@ -122,6 +122,9 @@ class AdaptiveSelector:
             if not cand_t:
                 raise ValueError(f"no candidate fits in {limit:.3g} MB: raise max_model_size")
             options, scores, sens = self.score(state, cand_t, plan)
+            clear = getattr(state.model, "clear_cache", None)
+            if clear is not None:  # what scoring kept for its queries (the refit needs only potentials)
+                clear()
             option = options[session.select(scores, plan.epsilon, sens, what=f"{self.label} round {state.t} select")]
             m = self.act(state, option, plan)
             before = state.model.project(option.clique) if state.model is not None else None

@@ -262,6 +262,12 @@ def _bp_exp(plan: _Plan, tables, shift, total, out, theta_fn):
 _LAZY: list = []  # marker: marginals left to compute on first use (see GraphicalModel.compact)
 
 
+# partial contractions kept for reuse by later queries: at most this many times the model's cells,
+# and at most PIECE_CELLS in all
+PIECE_CELLS_PER_CELL = 4
+PIECE_CELLS = 1 << 22
+
+
 class GraphicalModel:
     """A fitted model: junction tree, log potentials per maximal clique, total record count.
 
@@ -283,6 +289,8 @@ class GraphicalModel:
         self._marginals: list[np.ndarray] | None = marginals
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
         self._conditionals: dict[int, np.ndarray] = {}  # clique -> conditional on its parent separator
+        self._pieces: dict[tuple, np.ndarray] = {}  # partial contractions of queries (see _piece)
+        self._piece_cells = 0
         self._clique_sets = [frozenset(c) for c in tree.cliques]
 
     @property
@@ -296,11 +304,13 @@ class GraphicalModel:
     def marginals(self, value: list[np.ndarray]) -> None:
         self._marginals = value
         self._conditionals = {}
+        self._pieces, self._piece_cells = {}, 0
 
     def clear_cache(self) -> None:
         """Forget cached projections (they can hold far more memory than the model)."""
         self._cache = {}
         self._conditionals = {}
+        self._pieces, self._piece_cells = {}, 0
 
     def compact(self) -> "GraphicalModel":
         """The same model holding its log potentials only (about half the memory, no projection
@@ -428,6 +438,21 @@ class GraphicalModel:
         cache[i] = out
         return out
 
+    def _piece(self, key: tuple, make: Callable[[], np.ndarray]) -> np.ndarray:
+        """A partial contraction of this model's tables, made by ``make`` unless already kept; kept
+        while the pieces hold at most PIECE_CELLS_PER_CELL times the model's own cells (and at most
+        PIECE_CELLS); :meth:`clear_cache` drops them."""
+        pieces = self.__dict__.setdefault("_pieces", {})  # models pickled before this cache lack it
+        hit = pieces.get(key)
+        if hit is not None:
+            return hit
+        table = make()
+        held = self.__dict__.get("_piece_cells", 0) + table.size
+        if held <= min(PIECE_CELLS, PIECE_CELLS_PER_CELL * sum(m.size for m in self.marginals)):
+            pieces[key] = table
+            self.__dict__["_piece_cells"] = held
+        return table
+
     def _eliminate(self, attrs: tuple[str, ...]) -> np.ndarray:
         """Variable elimination on clique marginals / separator marginals of a covering subtree;
         attributes in independent components (joined by empty separators) as a product."""
@@ -443,23 +468,31 @@ class GraphicalModel:
         nodes, edges = self._subtree(attrs)
         cl = self.tree.cliques
         has_parent = {c for _, c in edges}
-        factors: list[tuple[tuple[str, ...], np.ndarray]] = []
+        # a factor is (attributes, table, key); the key names how the table was made, so a table
+        # another query of this model already made is reused (candidates in one scoring round
+        # share most of their partial contractions)
+        factors: list[tuple[tuple[str, ...], np.ndarray, tuple]] = []
         for i in nodes:
             # the subtree's root enters as its marginal (the result is renormalised below), every
             # other clique as its conditional given the separator with its parent: the same table
             # for every query, so it is made once per model (scoring projects hundreds of cliques)
-            factors.append((cl[i], self._conditional(i, edges) if i in has_parent else self.marginals[i]))
+            if i in has_parent:
+                factors.append((cl[i], self._conditional(i, edges), ("c", i)))
+            else:
+                factors.append((cl[i], self.marginals[i], ("m", i)))
         keep = set(attrs)
         # first sum every factor down to the variables that are kept or shared with another factor
         # (one pass over each table, instead of one einsum pass per variable eliminated)
         seen: dict[str, int] = {}
-        for f_attrs, _ in factors:
+        for f_attrs, _, _ in factors:
             for a in f_attrs:
                 seen[a] = seen.get(a, 0) + 1
-        for k, (f_attrs, table) in enumerate(factors):
+        for k, (f_attrs, table, key) in enumerate(factors):
             ax = tuple(j for j, a in enumerate(f_attrs) if a not in keep and seen[a] == 1)
             if ax:
-                factors[k] = (tuple(a for a in f_attrs if a in keep or seen[a] > 1), sum_out(table, ax))
+                key = ("s", key, ax)
+                factors[k] = (tuple(a for a in f_attrs if a in keep or seen[a] > 1),
+                              self._piece(key, lambda t=table, ax=ax: sum_out(t, ax)), key)
         elim = set().union(*(set(f[0]) for f in factors)) - keep
         while elim:
             # greedy: eliminate the variable whose combined factor is smallest
@@ -475,7 +508,8 @@ class GraphicalModel:
             gone = {u for u in elim if all(u in f[0] for f in use) and not any(u in f[0] for f in factors)}
             union = d.canonical(set().union(*(set(f[0]) for f in use)))
             out_attrs = tuple(a for a in union if a not in gone)
-            factors.append((out_attrs, _einsum(use, out_attrs, d)))
+            key = ("e", frozenset((f[0], f[2]) for f in use), out_attrs)
+            factors.append((out_attrs, self._piece(key, lambda use=use, o=out_attrs: _einsum(use, o, d)), key))
             elim -= gone
         res = _einsum(factors, attrs, d)
         res = np.ascontiguousarray(res).ravel()
@@ -578,7 +612,7 @@ PLAIN_EINSUM_CELLS = 1 << 15
 def _einsum(factors, out_attrs, domain: Domain) -> np.ndarray:
     letters: dict[str, int] = {}
     ops = []
-    for attrs, arr in factors:
+    for attrs, arr, *_ in factors:
         ops.append(arr)
         ops.append([letters.setdefault(a, len(letters)) for a in attrs])
     out = [letters.setdefault(a, len(letters)) for a in out_attrs]
