@@ -6,6 +6,7 @@ Everything here is post-processing of released measurements: no privacy cost.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -493,24 +494,58 @@ class GraphicalModel:
                 key = ("s", key, ax)
                 factors[k] = (tuple(a for a in f_attrs if a in keep or seen[a] > 1),
                               self._piece(key, lambda t=table, ax=ax: sum_out(t, ax)), key)
-        elim = set().union(*(set(f[0]) for f in factors)) - keep
+        # the elimination order is planned on bit masks of the attributes (bit i = d.attrs[i])
+        bit = {a: 1 << i for i, a in enumerate(d.attrs)}
+        cells = self.__dict__.setdefault("_mask_cells", {})
+
+        def size(mask: int) -> int:
+            n = cells.get(mask)
+            if n is None:
+                n = cells[mask] = math.prod(d.shape[i] for i in range(mask.bit_length()) if mask >> i & 1)
+            return n
+
+        def attrs_of(mask: int) -> tuple[str, ...]:
+            return tuple(a for i, a in enumerate(d.attrs) if mask >> i & 1)
+
+        masks = [sum(bit[a] for a in f[0]) for f in factors]
+        elim = 0
+        for m in masks:
+            elim |= m
+        elim &= ~sum(bit[a] for a in keep)
         while elim:
-            # greedy: eliminate the variable whose combined factor is smallest
-            def cost(v):
-                u = set().union(*(set(f[0]) for f in factors if v in f[0]))
-                return d.size(u)
-            v = min(sorted(elim, key=d.attrs.index), key=cost)
-            use = [f for f in factors if v in f[0]]
-            factors = [f for f in factors if v not in f[0]]
+            # greedy: eliminate the variable whose combined factor is smallest (the first in domain
+            # order on ties)
+            best, best_cost = 0, None
+            rest = elim
+            while rest:
+                v = rest & -rest
+                rest ^= v
+                u = 0
+                for m in masks:
+                    if m & v:
+                        u |= m
+                c = size(u)
+                if best_cost is None or c < best_cost:
+                    best, best_cost = v, c
+            use = [k for k, m in enumerate(masks) if m & best]
+            stay = [k for k, m in enumerate(masks) if not m & best]
             # with v go all variables found in exactly the same factors (a separator shared by two
             # cliques): one contraction instead of one per variable, each of which would carry
             # the others along (tables of 10^8 cells on JAM's models)
-            gone = {u for u in elim if all(u in f[0] for f in use) and not any(u in f[0] for f in factors)}
-            union = d.canonical(set().union(*(set(f[0]) for f in use)))
-            out_attrs = tuple(a for a in union if a not in gone)
-            key = ("e", frozenset((f[0], f[2]) for f in use), out_attrs)
-            factors.append((out_attrs, self._piece(key, lambda use=use, o=out_attrs: _einsum(use, o, d)), key))
-            elim -= gone
+            union, common, others = 0, -1, 0
+            for k in use:
+                union |= masks[k]
+                common &= masks[k]
+            for k in stay:
+                others |= masks[k]
+            gone = common & elim & ~others
+            out_attrs = attrs_of(union & ~gone)
+            used = [factors[k] for k in use]
+            key = ("e", frozenset((f[0], f[2]) for f in used), out_attrs)
+            table = self._piece(key, lambda used=used, o=out_attrs: _einsum(used, o, d))
+            factors = [factors[k] for k in stay] + [(out_attrs, table, key)]
+            masks = [masks[k] for k in stay] + [union & ~gone]
+            elim &= ~gone
         res = _einsum(factors, attrs, d)
         res = np.ascontiguousarray(res).ravel()
         s = res.sum()
