@@ -462,7 +462,8 @@ class GraphicalModel:
         if len(parts) > 1:
             res, order = np.ones(()), []
             for p in parts:
-                res = np.multiply.outer(res, self.project(p, cache=False).reshape(d.sizes(p)) / self.total)
+                part = self._piece(("p", p), lambda p=p: self.project(p, cache=False))  # shared by many queries
+                res = np.multiply.outer(res, part.reshape(d.sizes(p)) / self.total)
                 order += p
             res = res.transpose([order.index(a) for a in attrs])
             return np.ascontiguousarray(res).ravel() * self.total
