@@ -284,15 +284,7 @@ class _DenseGroup:
                 top = float(v.max())
                 shift += top
                 terms.append(np.exp(v - top).astype(out.dtype).reshape(bshape))
-            terms += [bufs[k].reshape(self.nodes[k - 1][3]) for k in self.children[j]]
-            dst = bufs[j]
-            if not terms:
-                dst.fill(1.0)
-                continue
-            terms.sort(key=lambda t: -t.size)
-            apply_broadcast(None, None, terms[0], dst)
-            for t in terms[1:]:
-                apply_broadcast(np.multiply, dst, t, dst)
+            self._combine(bufs, j, terms, np.multiply, 1.0)
         return shift
 
     def to_theta(self, phi: np.ndarray, theta: np.ndarray) -> None:
@@ -300,17 +292,21 @@ class _DenseGroup:
         bottom-up; each node's table is written by its first term, not zeroed and then added to."""
         bufs = self._nodes(theta)
         for j in range(len(self.nodes), -1, -1):
-            terms = [phi[sl].reshape(bshape) for sl, bshape in self.node_keys[j]]
-            terms += [bufs[k].reshape(self.nodes[k - 1][3]) for k in self.children[j]]
-            dst = bufs[j]
-            if not terms:
-                dst.fill(0.0)
-                continue
-            # the biggest term first: it is copied, the others added
-            terms.sort(key=lambda t: -t.size)
-            apply_broadcast(None, None, terms[0], dst)
-            for t in terms[1:]:
-                apply_broadcast(np.add, dst, t, dst)
+            self._combine(bufs, j, [phi[sl].reshape(bshape) for sl, bshape in self.node_keys[j]], np.add, 0.0)
+
+    def _combine(self, bufs: list[np.ndarray], j: int, terms: list[np.ndarray], ufunc, identity: float) -> None:
+        """Write node ``j``'s table: ``terms`` and its children's tables combined by ``ufunc``
+        (broadcast), or ``identity`` where there are none."""
+        terms = terms + [bufs[k].reshape(self.nodes[k - 1][3]) for k in self.children[j]]
+        dst = bufs[j]
+        if not terms:
+            dst.fill(identity)
+            return
+        # the biggest term first: it is copied, the others combined into it
+        terms.sort(key=lambda t: -t.size)
+        apply_broadcast(None, None, terms[0], dst)
+        for t in terms[1:]:
+            apply_broadcast(ufunc, dst, t, dst)
 
 
 class _Buffers:
