@@ -158,10 +158,10 @@ class JAM(Synthesizer):
     T (30); ``alpha`` the share of each round's budget for *selection* (0.2); ``max_model_size`` (MB);
     ``iters`` estimation iterations per round (10, warm started when ``warm_start``), with the
     preconditioned step (``refit_method``) on float32 tables (``refit_dtype``: the loop model only
-    ranks candidates; the released model is recomputed in float64); ``final_iters`` more after the last round (0: the records
-    are sampled from the last round's model, as in the paper). The warm-started loop model has had
-    ``rounds × iters`` iterations by the end; more per round or at the end did not lower the workload
-    error on adult at ε = 0.1 and 1 (benchmarks/RESULTS.md, "JAM speed (issue 18)"); ``weighting``
+    ranks candidates; the released model is recomputed in float64); ``final_iters`` more after the
+    last round (0: the records are sampled from the last round's model, as in the paper). The
+    warm-started loop model has had ``rounds × iters`` iterations by the end; more per round or at
+    the end did not lower the workload error on adult at ε = 0.1 and 1 (benchmarks/RESULTS.md, "JAM speed (issue 18)"); ``weighting``
     (``"equal"``, ``"mle"``, ``"inv_sigma"``) of measurements in the loss. Privacy: ``rho``-zCDP under
     replace-one neighbours (N is public and rescales the public answers); budget left after the last
     round (public choices) is unspent.

@@ -6,7 +6,6 @@ Everything here is post-processing of released measurements: no privacy cost.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -14,7 +13,7 @@ import numpy as np
 from ...core import Domain
 from ...core.broadcast import apply_broadcast
 from ...core.sums import sum_out
-from .junction_tree import JunctionTree
+from .junction_tree import JunctionTree, bit_masks
 
 
 def broadcast_shape(domain: Domain, attrs: Sequence[str], target: Sequence[str]) -> tuple[int, ...]:
@@ -84,12 +83,21 @@ def _exp_shifted(src: np.ndarray, shift: float, dst: np.ndarray) -> np.ndarray:
 FAR_BELOW = {"d": 1e-250, "f": 1e-28}
 
 
-def _log_message(theta: np.ndarray, ups: list[np.ndarray], axes: tuple[int, ...]) -> np.ndarray:
-    """log Σ over ``axes`` of exp(θ + Σ ``ups``), one shift per kept cell: exact where one scalar
-    shift for the whole clique would underflow a separator value's every cell."""
+def _log_belief(theta: np.ndarray, ups: list[np.ndarray], down: np.ndarray | None = None) -> np.ndarray:
+    """A clique's belief in log space (a new table): θ plus its children's upward messages ``ups``
+    and, once known, the message ``down`` from its parent."""
     bel = theta.copy()
     for u in ups:
         bel += u
+    if down is not None:
+        bel += down
+    return bel
+
+
+def _log_message(theta: np.ndarray, ups: list[np.ndarray], axes: tuple[int, ...]) -> np.ndarray:
+    """log Σ over ``axes`` of exp(θ + Σ ``ups``), one shift per kept cell: exact where one scalar
+    shift for the whole clique would underflow a separator value's every cell."""
+    bel = _log_belief(theta, ups)
     top = np.max(bel, axis=axes, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0).astype(bel.dtype)
     tot = sum_out(np.exp(bel - top), axes)
@@ -157,10 +165,7 @@ def _bp(plan: _Plan, theta: list[np.ndarray], total: float, out=None):
             ec = apply_broadcast(np.multiply, out[c], np.exp(down - s), out[c])
             shift[c] += s
             if not ec.max() > FAR_BELOW[ec.dtype.char]:  # the two peaks far apart: redo it in log space, exactly
-                bc = theta[c].copy()
-                for cc in plan.children[c]:
-                    bc += up[cc]
-                bc += down
+                bc = _log_belief(theta[c], [up[cc] for cc in plan.children[c]], down)
                 shift[c] = float(np.max(bc))
                 _exp_shifted(bc, shift[c], out[c])
     for i in range(n):
@@ -217,9 +222,7 @@ def _bp_exp(plan: _Plan, tables, shift, total, out, theta_fn):
         cur[root] = out[root]
     z = float(out[root].sum())
     if not z > far:  # every cell far below the shift: redo the root in log space
-        bel = theta(root).copy()
-        for cc in plan.children[root]:
-            bel += up[cc]
+        bel = _log_belief(theta(root), [up[cc] for cc in plan.children[root]])
         shift[root] = float(np.max(bel))
         if not np.isfinite(shift[root]):
             raise _zero_mass()
@@ -248,10 +251,7 @@ def _bp_exp(plan: _Plan, tables, shift, total, out, theta_fn):
             cur[c] = out[c]
             shift[c] += s
             if not ec.max() > far * (scale if foldable else 1.0):
-                bc = theta(c).copy()
-                for cc in plan.children[c]:
-                    bc += up[cc]
-                bc += down
+                bc = _log_belief(theta(c), [up[cc] for cc in plan.children[c]], down)
                 shift[c] = float(np.max(bc))
                 _exp_shifted(bc, shift[c], out[c])
                 foldable = False
@@ -304,11 +304,11 @@ class GraphicalModel:
     @marginals.setter
     def marginals(self, value: list[np.ndarray]) -> None:
         self._marginals = value
-        self._conditionals = {}
-        self._pieces, self._piece_cells = {}, 0
+        self.clear_cache()  # everything cached is derived from the marginals
 
     def clear_cache(self) -> None:
-        """Forget cached projections (they can hold far more memory than the model)."""
+        """Forget cached projections, conditionals and kept partial contractions (they can hold
+        far more memory than the model)."""
         self._cache = {}
         self._conditionals = {}
         self._pieces, self._piece_cells = {}, 0
@@ -496,23 +496,12 @@ class GraphicalModel:
                 factors[k] = (tuple(a for a in f_attrs if a in keep or seen[a] > 1),
                               self._piece(key, lambda t=table, ax=ax: sum_out(t, ax)), key)
         # the elimination order is planned on bit masks of the attributes (bit i = d.attrs[i])
-        bit = {a: 1 << i for i, a in enumerate(d.attrs)}
-        cells = self.__dict__.setdefault("_mask_cells", {})
-
-        def size(mask: int) -> int:
-            n = cells.get(mask)
-            if n is None:
-                n = cells[mask] = math.prod(d.shape[i] for i in range(mask.bit_length()) if mask >> i & 1)
-            return n
-
-        def attrs_of(mask: int) -> tuple[str, ...]:
-            return tuple(a for i, a in enumerate(d.attrs) if mask >> i & 1)
-
-        masks = [sum(bit[a] for a in f[0]) for f in factors]
+        mk = bit_masks(d)
+        masks = [mk.mask(f[0]) for f in factors]
         elim = 0
         for m in masks:
             elim |= m
-        elim &= ~sum(bit[a] for a in keep)
+        elim &= ~mk.mask(keep)
         while elim:
             # greedy: eliminate the variable whose combined factor is smallest (the first in domain
             # order on ties)
@@ -525,7 +514,7 @@ class GraphicalModel:
                 for m in masks:
                     if m & v:
                         u |= m
-                c = size(u)
+                c = mk.cells(u)
                 if best_cost is None or c < best_cost:
                     best, best_cost = v, c
             use = [k for k, m in enumerate(masks) if m & best]
@@ -540,7 +529,7 @@ class GraphicalModel:
             for k in stay:
                 others |= masks[k]
             gone = common & elim & ~others
-            out_attrs = attrs_of(union & ~gone)
+            out_attrs = mk.attrs(union & ~gone)
             used = [factors[k] for k in use]
             key = ("e", frozenset((f[0], f[2]) for f in used), out_attrs)
             table = self._piece(key, lambda used=used, o=out_attrs: _einsum(used, o, d))

@@ -59,6 +59,11 @@ def _masks(domain: Domain) -> _Masks:
     return m
 
 
+def bit_masks(domain: Domain) -> _Masks:
+    """The domain's shared bit-mask helpers: ``mask(attrs)``, ``attrs(mask)``, ``cells(mask)`` (cached)."""
+    return _masks(domain)
+
+
 def _eliminate(masks: _Masks, cliques: list[int]) -> tuple[list[int], list[int]]:
     """Greedy elimination (SPEC §3.3 step 2). Returns (order as attribute indices, elimination cliques).
 
