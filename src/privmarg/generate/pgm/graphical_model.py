@@ -7,6 +7,7 @@ Everything here is post-processing of released measurements: no privacy cost.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -641,10 +642,26 @@ def _einsum(factors, out_attrs, domain: Domain) -> np.ndarray:
         ops.append(arr)
         ops.append([letters.setdefault(a, len(letters)) for a in attrs])
     out = [letters.setdefault(a, len(letters)) for a in out_attrs]
-    # two or more big tables: a BLAS product where it can, in a searched order
-    optimize = len(factors) > 1 and domain.size(tuple(letters)) > PLAIN_EINSUM_CELLS
+    optimize: Any = len(factors) > 1 and domain.size(tuple(letters)) > PLAIN_EINSUM_CELLS
+    if optimize and len(factors) > 2:
+        optimize = ["einsum_path", *_pairwise_path([f[0] for f in factors], out_attrs, domain)]
     res = np.einsum(*ops, out, optimize=optimize)
     return res.reshape(domain.sizes(out_attrs)) if out_attrs else res
+
+
+def _pairwise_path(factor_attrs, out_attrs, domain: Domain) -> list[tuple[int, int]]:
+    """An einsum path contracting two tables at a time, the pair with the smallest joint table
+    first. numpy's own search counts a three-table step as cheap as two pairwise ones and then
+    runs it in its plain loop: 37 ms against 3 ms for (16,9,15,5,32)·(16,9,15,32,2)·(9,15,6,32,2)."""
+    sets = [frozenset(a) for a in factor_attrs]
+    path = []
+    while len(sets) > 1:
+        _, i, j = min((domain.size(tuple(sets[i] | sets[j])), i, j)
+                      for i in range(len(sets)) for j in range(i + 1, len(sets)))
+        rest = [s for k, s in enumerate(sets) if k not in (i, j)]
+        sets = rest + [(sets[i] | sets[j]) & frozenset(out_attrs).union(*rest)]
+        path.append((i, j))
+    return path
 
 
 def _fill_groups(counts: np.ndarray, group: np.ndarray, rng: np.random.Generator, method: str) -> np.ndarray:
