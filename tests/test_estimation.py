@@ -492,6 +492,35 @@ def test_model_sizes_batch_matches_one_by_one():
     assert batch == [model_size_mb(dom, base + [r]) for r in extra]
 
 
+@pytest.mark.parametrize("table", [True, False])
+def test_model_sizes_in_numpy_equal_the_greedy_elimination(table, monkeypatch):
+    """A round's candidate models are sized all at once in int64 arrays: the same JT-SIZE as the
+    one-model elimination, ties included (sizes 1-5 make many), with every mask's cell count from
+    one table or multiplied out per mask; a domain whose cell counts could overflow int64 is sized
+    one model at a time."""
+    from privmarg.generate.pgm import junction_tree as jt
+
+    monkeypatch.setattr(jt, "TABLE_ATTRS", 20 if table else 0)
+    rng = np.random.default_rng(23)
+    for _ in range(150):
+        d = int(rng.integers(2, 16))
+        dom = Domain([f"x{i}" for i in range(d)], rng.integers(1, 6, size=d))
+        masks = jt._masks(dom)
+        keys = [frozenset(jt._maximal([masks.mask(rng.choice(dom.attrs, size=int(rng.integers(1, min(d, 4) + 1)),
+                                                            replace=False)) for _ in range(int(rng.integers(1, 12)))]))
+                for _ in range(int(rng.integers(1, 30)))]
+        got = jt._sizes_mb_batch(masks, keys)
+        for k, g in zip(keys, got):
+            _, elim = jt._eliminate(masks, list(k))
+            assert g == 8.0 * sum(masks.cells(c) for c in jt._maximal(elim)) / jt.MB
+    wide = Domain([f"x{i}" for i in range(12)], [5000] * 12)  # 5000^12 cells: past int64
+    assert not jt._masks(wide).exact_int64
+    base = [("x0", "x1"), ("x1", "x2"), ("x3", "x4")]
+    extra = [(f"x{i}", f"x{j}") for i in range(12) for j in range(i + 1, 12)]
+    jt._masks(wide).sizes_mb.clear()
+    assert jt.model_sizes_mb(wide, base, extra) == [model_size_mb(wide, base + [r]) for r in extra]
+
+
 def test_incremental_greedy_elimination_equals_the_plain_one():
     """The per-attribute unions updated in place give the same order and elimination cliques as
     recomputing every union from the clique list, ties included (small sizes make many)."""

@@ -6,12 +6,16 @@ hundreds of hypothetical models per round, so this must stay cheap.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from ...core import Domain
 
 MB = 2**20
+TABLE_ATTRS = 20  # domains up to this wide keep every mask's cell count in one array (8 MB)
 
 
 class _Masks:
@@ -22,13 +26,27 @@ class _Masks:
         self.index = {a: i for i, a in enumerate(domain.attrs)}
         self.sizes = domain.shape
         self._cells: dict[int, int] = {0: 1}
+        self._table: np.ndarray | None = None
         self.sizes_mb: dict[frozenset[int], float] = {}  # model_size_mb by maximal clique masks
+        # every cell count, and a sum of one per attribute, fits an int64: sizes in numpy are exact
+        self.exact_int64 = len(self.sizes) <= 62 and math.prod(int(s) for s in self.sizes) * len(self.sizes) < 2**63
 
     def mask(self, attrs: Iterable[str]) -> int:
         m = 0
         for a in attrs:
             m |= 1 << self.index[a]
         return m
+
+    def cell_table(self) -> np.ndarray | None:
+        """Cells of every mask, indexed by the mask (int64), for up to TABLE_ATTRS attributes."""
+        if len(self.sizes) > TABLE_ATTRS:
+            return None
+        if self._table is None:
+            t = np.ones(1, dtype=np.int64)
+            for s in self.sizes:  # masks with bit i set follow those without, times size i
+                t = np.concatenate([t, t * s])
+            self._table = t
+        return self._table
 
     def attrs(self, mask: int) -> tuple[str, ...]:
         return tuple(a for i, a in enumerate(self.domain.attrs) if mask >> i & 1)
@@ -152,15 +170,69 @@ def model_sizes_mb(domain: Domain, base: Iterable[Sequence[str]], extra: Iterabl
     masks = _masks(domain)
     top = _maximal([masks.mask(c) for c in base])
     top_set = frozenset(top)
-    out = []
+    keys = []
     for r in extra:
         m = masks.mask(r)
         if any(m & b == m for b in top):
-            key = top_set
+            keys.append(top_set)
         else:
-            key = frozenset([b for b in top if b & m != b] + [m])
-        out.append(_size_mb(masks, key))
-    return out
+            keys.append(frozenset([b for b in top if b & m != b] + [m]))
+    missing = list(dict.fromkeys(k for k in keys if k not in masks.sizes_mb))
+    if len(missing) >= BATCH_MIN and masks.exact_int64:
+        if len(masks.sizes_mb) + len(missing) > SIZE_CACHE:
+            masks.sizes_mb.clear()
+        masks.sizes_mb.update(zip(missing, _sizes_mb_batch(masks, missing)))
+    return [_size_mb(masks, k) for k in keys]
+
+
+# a round's candidates are sized together from this many unknown models on (numpy, all at once)
+BATCH_MIN = 8
+SIZE_CACHE = 100_000  # models' sizes kept per domain
+
+
+def _sizes_mb_batch(masks: _Masks, keys: Sequence[frozenset[int]]) -> list[float]:
+    """JT-SIZE of each clique-mask set in ``keys``: :func:`_eliminate` run on all of them at once as
+    integer arrays (same order, ties to the lowest index by ``argmin``, exact int64 cell counts)."""
+    n = len(masks.sizes)
+    bits = np.int64(1) << np.arange(n, dtype=np.int64)
+    sizes = np.array(masks.sizes, dtype=np.int64)
+
+    table = masks.cell_table()
+
+    def cells(u: np.ndarray) -> np.ndarray:  # product of the sizes of each mask's attributes
+        if table is not None:
+            return table[u]
+        return np.where((u[..., None] & bits) != 0, sizes, 1).prod(axis=-1)
+
+    width = max(len(k) for k in keys)
+    cl = np.zeros((len(keys), width), dtype=np.int64)
+    for row, k in enumerate(keys):
+        cl[row, :len(k)] = list(k)
+    # union[c, i]: the union of model c's cliques that hold attribute i
+    union = np.bitwise_or.reduce(np.where((cl[:, :, None] & bits) != 0, cl[:, :, None], 0), axis=1)
+    cost = cells(union)
+    rows = np.arange(len(keys))
+    done = np.zeros(union.shape, dtype=bool)
+    elim = np.empty(union.shape, dtype=np.int64)
+    never = np.iinfo(np.int64).max
+    for step in range(n):
+        best = np.argmin(np.where(done, never, cost), axis=1)
+        bit = bits[best]
+        u = union[rows, best]
+        elim[:, step] = u | bit
+        done[rows, best] = True
+        rest = u & ~bit
+        hit = (rest[:, None] & bits) != 0
+        union = np.where(hit, (union & ~bit[:, None]) | rest[:, None], union)
+        cost = np.where(hit, cells(union), cost)
+    # maximal elimination cliques: drop one inside another, and repeats after their first
+    a, b = elim[:, :, None], elim[:, None, :]
+    inside = ((a & b) == a) & (a != b)
+    first = np.tril(np.ones((n, n), dtype=bool), -1)
+    repeat = (a == b) & first
+    keep = ~(inside | repeat).any(axis=2)
+    total = np.where(keep, cells(elim), 0).sum(axis=1)
+    return [8.0 * int(t) / MB for t in total]
 
 
 def _size_mb(masks: _Masks, key: frozenset[int]) -> float:
@@ -173,7 +245,7 @@ def _size_mb(masks: _Masks, key: frozenset[int]) -> float:
     if hit is None:
         _, elim = _eliminate(masks, list(key))
         hit = 8.0 * sum(masks.cells(c) for c in _maximal(elim)) / MB
-        if len(masks.sizes_mb) >= 100_000:
+        if len(masks.sizes_mb) >= SIZE_CACHE:
             masks.sizes_mb.clear()
         masks.sizes_mb[key] = hit
     return hit
