@@ -633,6 +633,8 @@ class GraphicalModel:
 
 # einsum's own loop (no path search, no BLAS) is faster up to about this many index combinations
 PLAIN_EINSUM_CELLS = 1 << 15
+# pairwise steps hold each pair's joint table (the step's own loop would only run over it)
+PAIRWISE_CELLS = 1 << 24
 
 
 def _einsum(factors, out_attrs, domain: Domain) -> np.ndarray:
@@ -644,20 +646,25 @@ def _einsum(factors, out_attrs, domain: Domain) -> np.ndarray:
     out = [letters.setdefault(a, len(letters)) for a in out_attrs]
     optimize: Any = len(factors) > 1 and domain.size(tuple(letters)) > PLAIN_EINSUM_CELLS
     if optimize and len(factors) > 2:
-        optimize = ["einsum_path", *_pairwise_path([f[0] for f in factors], out_attrs, domain)]
+        path = _pairwise_path([f[0] for f in factors], out_attrs, domain)
+        if path is not None:
+            optimize = ["einsum_path", *path]
     res = np.einsum(*ops, out, optimize=optimize)
     return res.reshape(domain.sizes(out_attrs)) if out_attrs else res
 
 
-def _pairwise_path(factor_attrs, out_attrs, domain: Domain) -> list[tuple[int, int]]:
+def _pairwise_path(factor_attrs, out_attrs, domain: Domain, cap: int = PAIRWISE_CELLS) -> list[tuple[int, int]] | None:
     """An einsum path contracting two tables at a time, the pair with the smallest joint table
-    first. numpy's own search counts a three-table step as cheap as two pairwise ones and then
-    runs it in its plain loop: 37 ms against 3 ms for (16,9,15,5,32)·(16,9,15,32,2)·(9,15,6,32,2)."""
+    first (None if a joint table would exceed ``cap`` cells). numpy's own search counts a
+    three-table step as cheap as two pairwise ones and then runs it in its plain loop: 37 ms
+    against 3 ms for (16,9,15,5,32)·(16,9,15,32,2)·(9,15,6,32,2)."""
     sets = [frozenset(a) for a in factor_attrs]
     path = []
     while len(sets) > 1:
-        _, i, j = min((domain.size(tuple(sets[i] | sets[j])), i, j)
-                      for i in range(len(sets)) for j in range(i + 1, len(sets)))
+        cells, i, j = min((domain.size(tuple(sets[i] | sets[j])), i, j)
+                          for i in range(len(sets)) for j in range(i + 1, len(sets)))
+        if cells > cap:
+            return None
         rest = [s for k, s in enumerate(sets) if k not in (i, j)]
         sets = rest + [(sets[i] | sets[j]) & frozenset(out_attrs).union(*rest)]
         path.append((i, j))

@@ -181,6 +181,7 @@ def model_sizes_mb(domain: Domain, base: Iterable[Sequence[str]], extra: Iterabl
     if len(missing) >= BATCH_MIN and masks.exact_int64:
         if len(masks.sizes_mb) + len(missing) > SIZE_CACHE:
             masks.sizes_mb.clear()
+            missing = list(dict.fromkeys(keys))
         masks.sizes_mb.update(zip(missing, _sizes_mb_batch(masks, missing)))
     return [_size_mb(masks, k) for k in keys]
 
