@@ -265,6 +265,31 @@ def test_warm_start_continues_from_potentials():
     assert again.info.loss < cold.info.loss
 
 
+def test_precond_warm_start_resumes_its_step():
+    """A preconditioned fit warm-started from another resumes its preconditioned step (the generator
+    passes ``model.precond_step`` on) instead of restarting at 0.5 and having its first tries
+    rejected down to the scale the last fit had found: fewer evaluations, here at a lower loss."""
+    from privmarg import PGM
+
+    rng, dom, P = random_case(21, 5)
+    N = 2000.0
+    ms = [Measurement(c, joint_marginal(P, dom, c) * N + rng.normal(0, 20, dom.size(c)), 20.0)
+          for c in [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e")]]
+    ms += [Measurement(("a", "e"), joint_marginal(P, dom, ("a", "e")) * N, 1.0)]  # exact: empty cells
+    first = estimate(dom, ms, total=N, iters=30, tol=1e-15, method="precond")
+    assert 0 < first.precond_step < 0.1
+    resumed = PGM(iters=10, tol=1e-15, method="precond").generate(ms, dom, total=N, warm=first)
+    direct = estimate(dom, ms, total=N, iters=10, tol=1e-15, method="precond", warm=first.potentials,
+                      step=first.step_size, precond_step=first.precond_step)
+    assert resumed.info.history == direct.info.history
+    restarted = estimate(dom, ms, total=N, iters=10, tol=1e-15, method="precond", warm=first.potentials,
+                         step=first.step_size)
+    assert resumed.info.evaluations < restarted.info.evaluations
+    assert resumed.info.loss < restarted.info.loss
+    with pytest.raises(ValueError, match="precond_step"):
+        estimate(dom, ms, total=N, iters=5, method="precond", precond_step=0.0)
+
+
 def test_momentum_warm_start_and_zeros():
     rng, dom, P = random_case(6, 4)
     zero_mask = np.zeros(dom.sizes(("a", "b")), dtype=bool)

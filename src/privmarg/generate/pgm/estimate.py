@@ -353,7 +353,8 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
              zeros: Iterable[StructuralZero] = (),
              extra_cliques: Iterable[Sequence[str]] = (),
              step: float | None = None, grow: float = 2.0, method: str = "momentum",
-             dtype: str = "float64", callback: Callable[[int, float], None] | None = None) -> GraphicalModel:
+             dtype: str = "float64", callback: Callable[[int, float], None] | None = None,
+             precond_step: float | None = None) -> GraphicalModel:
     """Fit the graphical model minimising the Private-PGM loss (post-processing: no privacy cost).
 
     ``total``: the record count if public (replace-one), else estimated from the measurements.
@@ -363,7 +364,8 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     (pass ``model.step_size`` of the warm-start model). ``method``: ``"momentum"`` (default: mirror
     descent with heavy-ball momentum and adaptive restart, one belief-propagation pass per step),
     ``"md"`` (entropic mirror descent with an Armijo line search, SPEC §3.6 A) or ``"precond"`` (a
-    diagonally preconditioned step, falling back to mirror descent). ``dtype``: precision of the
+    diagonally preconditioned step, falling back to mirror descent; ``precond_step``: its initial
+    relative step, 0.5 by default; pass ``model.precond_step`` of the warm-start model). ``dtype``: precision of the
     clique tables (θ, μ, messages): ``"float32"`` halves the memory and roughly the time of a
     belief-propagation pass, at ~1e-6 relative error in the marginals (cells below e^-87 of their
     clique's largest flush to zero); the potentials and the loss stay float64. Returns a :class:`GraphicalModel` with
@@ -384,6 +386,8 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
         raise ValueError(f"method must be one of {METHODS}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if precond_step is not None and not 0 < precond_step <= 1:
+        raise ValueError(f"precond_step must be in (0, 1], got {precond_step!r}")
     fdtype = np.dtype(dtype)
     precond = method == "precond"
 
@@ -495,6 +499,10 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     it = 0
     backtracked = False
     alpha = step
+    # relative step along the preconditioned direction (1 = a full diagonal Newton step). A warm
+    # start resumes at its fit's last one: restarting at 0.5 spent most of a late JAM refit's tries
+    # failing down to the scale the last fit had found (1.0, 0.5, … 0.008 rejected in turn)
+    alpha_p = 0.5 if precond_step is None else float(precond_step)
     if prob.measured.any() and loss > 0:
         # a step that moves each cell by about its residual (dμ/dθ ≈ μ ≤ N); warm starts reuse theirs
         wmax = max([float(prob.W.max())] + [w for *_, w in prob.linear])
@@ -510,7 +518,6 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
             alpha /= grow  # md and precond grow the step before each try
         stalled = 0
         window = 0  # history index where the current optimiser's convergence window starts
-        alpha_p = 0.5  # relative step along the preconditioned direction (1 = a full diagonal Newton step)
         for it in range(1, (0 if method == "momentum" else iters) + 1):
             ok = False
             if precond:
@@ -568,6 +575,7 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     model = GraphicalModel(domain, tree, theta, total, plan=plan, marginals=mu)
     model.potentials = {r: phi[prob.slices[r]].reshape(prob.shapes[r]).copy() for r in keys}
     model.step_size = alpha
+    model.precond_step = alpha_p
     model.zeros = zeros
     model.info = FitInfo(loss=loss, iterations=it, seconds=time.perf_counter() - t0,
                          converged=converged, history=history, evaluations=n_eval[0])

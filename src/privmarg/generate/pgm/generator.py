@@ -105,7 +105,8 @@ class PGM:
                  seed: np.random.SeedSequence | None = None, progress=None, **extra: Any) -> GraphicalModel:
         kw = dict(method=self.cold_method or self.method)
         if isinstance(warm, GraphicalModel) and warm.domain == domain:
-            kw = dict(warm=warm.potentials, step=warm.step_size, method=self.method)
+            kw = dict(warm=warm.potentials, step=warm.step_size, method=self.method,
+                      precond_step=getattr(warm, "precond_step", None))  # models saved before it lack it
         cliques = [m.attrs for m in measurements if m.attrs] + [z.attrs for z in zeros]
         iters = self._capped(check_fit_memory(domain, cliques))  # the tree's size, computed once
         return estimate(domain, measurements, total=total, iters=iters, tol=self.tol, zeros=zeros, dtype=self.dtype,
