@@ -122,12 +122,13 @@ class AdaptiveSelector:
             if not cand_t:
                 raise ValueError(f"no candidate fits in {limit:.3g} MB: raise max_model_size")
             options, scores, sens = self.score(state, cand_t, plan)
+            option = options[session.select(scores, plan.epsilon, sens, what=f"{self.label} round {state.t} select")]
+            # the chosen clique's model marginal while scoring's partial contractions are still kept
+            before = state.model.project(option.clique) if state.model is not None else None
             clear = getattr(state.model, "clear_cache", None)
             if clear is not None:  # what scoring kept for its queries (the refit needs only potentials)
                 clear()
-            option = options[session.select(scores, plan.epsilon, sens, what=f"{self.label} round {state.t} select")]
             m = self.act(state, option, plan)
-            before = state.model.project(option.clique) if state.model is not None else None
             entry = {"round": state.t, "selected": list(option.clique), "source": option.source,
                      "sigma": plan.sigma, "epsilon": plan.epsilon, "sensitivity": sens,
                      "size_limit_mb": limit, "candidates": [list(c) for c in cand_t],

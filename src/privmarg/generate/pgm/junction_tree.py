@@ -196,9 +196,8 @@ def _sizes_mb_batch(masks: _Masks, keys: Sequence[frozenset[int]]) -> list[float
     integer arrays (same order, ties to the lowest index by ``argmin``, exact int64 cell counts)."""
     n = len(masks.sizes)
     bits = np.int64(1) << np.arange(n, dtype=np.int64)
-    sizes = np.array(masks.sizes, dtype=np.int64)
-
     table = masks.cell_table()
+    sizes = np.array(masks.sizes, dtype=np.int64)
 
     def cells(u: np.ndarray) -> np.ndarray:  # product of the sizes of each mask's attributes
         if table is not None:
