@@ -192,11 +192,20 @@ def test_cli_jam(tmp_path):
     assert [m["source"] for m in report["measurements"]] == [e["source"] for e in report["rounds"]]
 
 
-def test_default_samples_the_last_rounds_model():
-    """As in the paper, the records come from the last round's estimate: no further fitting."""
-    data = chain_table(3000)
-    mech = JAM(1.0, 1e-9, rounds=6, seed=2).fit(data, public=chain_table(2000, seed=5, flip=0.3))
-    assert mech.final_iters == 0 and mech.model_.info.iterations == 0
+def test_final_iters_zero_samples_the_last_rounds_model():
+    """``final_iters=0``: as in the paper, the records come from the last round's estimate, with no
+    further fitting; by default (5) the released model goes on from it in float64."""
+    data, public = chain_table(3000), chain_table(2000, seed=5, flip=0.3)
+    default = JAM(1.0, 1e-9, rounds=6, seed=2).fit(data, public=public)
+    assert default.final_iters == 5 and 0 < default.model_.info.iterations <= 5
+    assert default.model_.marginals[0].dtype == np.float64
+    assert default.model_.info.loss < default.selection_.model.info.loss
+    mech = JAM(1.0, 1e-9, rounds=6, seed=2, final_iters=0).fit(data, public=public)
+    # the same picks and answers: only the end differs
+    assert [(m.attrs, m.source) for m in mech.measurements_] == [(m.attrs, m.source) for m in default.measurements_]
+    for a, b in zip(mech.measurements_, default.measurements_):
+        np.testing.assert_array_equal(a.y, b.y)
+    assert mech.model_.info.iterations == 0
     loop = mech.selection_.model
     assert loop.potentials.keys() == mech.model_.potentials.keys()
     for r, phi in loop.potentials.items():  # the same potentials: nothing was fitted after the loop

@@ -156,12 +156,12 @@ class JAM(Synthesizer):
 
     ``fit(private, domain, public=table)``. Parameters: ``workload`` (default all 3-way); ``rounds``
     T (30); ``alpha`` the share of each round's budget for *selection* (0.2); ``max_model_size`` (MB);
-    ``iters`` estimation iterations per round (10, warm started when ``warm_start``), with the
+    ``iters`` estimation iterations per round (5, warm started when ``warm_start``), with the
     preconditioned step (``refit_method``) on float32 tables (``refit_dtype``: the loop model only
     ranks candidates; the released model is recomputed in float64); ``final_iters`` more after the
-    last round (0: the records are sampled from the last round's model, as in the paper). The
-    warm-started loop model has had ``rounds × iters`` iterations by the end; more per round or at
-    the end did not lower the workload error on adult at ε = 0.1 and 1 (benchmarks/RESULTS.md, "JAM speed (issue 18)"); ``weighting``
+    last round, in float64 (5; 0 samples the last round's model, as the paper does). The
+    warm-started loop model has had ``rounds × iters`` iterations by the end; more per round did
+    not lower the workload error on adult at ε = 0.1 (benchmarks/RESULTS.md, "JAM speed (issue 18)"); ``weighting``
     (``"equal"``, ``"mle"``, ``"inv_sigma"``) of measurements in the loss. Privacy: ``rho``-zCDP under
     replace-one neighbours (N is public and rescales the public answers); budget left after the last
     round (public choices) is unspent.
@@ -171,8 +171,8 @@ class JAM(Synthesizer):
     default_neighbour = "replace_one"
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
-                 rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = 10,
-                 final_iters: int = 0, tol: float = 1e-4, weighting: str = "equal", warm_start: bool = True,
+                 rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = 5,
+                 final_iters: int = 5, tol: float = 1e-4, weighting: str = "equal", warm_start: bool = True,
                  refit_method: str = "precond", refit_dtype: str = "float32", generator: Any = None, **kw):
         if refit_method not in METHODS:
             raise ValueError(f"refit_method must be one of {METHODS}")
