@@ -170,6 +170,55 @@ def test_project_any_attribute_set_matches_joint():
             np.testing.assert_allclose(model.project(attrs), joint_marginal(J, dom, attrs), rtol=1e-8, atol=1e-8)
 
 
+def test_narrow_projection_summed_from_a_cached_wider_one(monkeypatch):
+    """After the 3-way marginals are cached, every 2-way one across cliques is summed from one of
+    them (no elimination) and still equals the brute-force joint's; clearing the cache forgets them."""
+    import privmarg.generate.pgm.graphical_model as gm
+
+    rng, dom, P = random_case(5, 6)
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("e", "f"), ("b", "e")]
+    ms = [Measurement(c, joint_marginal(P, dom, c) * 500 + rng.normal(0, 3, dom.size(c)), 3.0) for c in cliques]
+    model = estimate(dom, ms, iters=300)
+    J = model_joint(model)
+    for attrs in itertools.combinations(dom.attrs, 3):
+        model.project(attrs)
+    calls = []
+    elim = gm.GraphicalModel._eliminate
+    monkeypatch.setattr(gm.GraphicalModel, "_eliminate", lambda self, attrs: calls.append(attrs) or elim(self, attrs))
+    across = [r for r in itertools.combinations(dom.attrs, 2) if not any(set(r) <= set(c) for c in model.cliques)]
+    assert across
+    for attrs in itertools.combinations(dom.attrs, 2):
+        np.testing.assert_allclose(model.project(attrs), joint_marginal(J, dom, attrs), rtol=1e-8, atol=1e-8)
+        np.testing.assert_allclose(model.project(attrs[::-1]),
+                                   joint_marginal(J, dom, attrs).reshape(dom.sizes(attrs)).T.ravel(), rtol=1e-8, atol=1e-8)
+    assert calls == []
+    model.clear_cache()
+    for r in across:
+        model.project(r)
+    assert calls == across
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pairwise_contraction_matches_einsum(seed):
+    """The two-table contraction (batched matrix product) equals np.einsum for attributes held by
+    both tables and kept (batch), by both and summed (inner), by one and kept, or by one and summed."""
+    import privmarg.generate.pgm.graphical_model as gm
+
+    rng = np.random.default_rng(seed)
+    dom = Domain(list("abcdefg"), rng.integers(1, 5, size=7))
+    for _ in range(30):
+        fa = tuple(rng.permutation(dom.attrs)[: rng.integers(1, 5)])
+        fb = tuple(rng.permutation(dom.attrs)[: rng.integers(1, 5)])
+        both = sorted(set(fa) | set(fb))
+        out = tuple(rng.permutation(both)[: rng.integers(0, len(both) + 1)])
+        a, b = rng.uniform(size=dom.sizes(fa)), rng.uniform(size=dom.sizes(fb))
+        letters = {x: i for i, x in enumerate(dom.attrs)}
+        want = np.einsum(a, [letters[x] for x in fa], b, [letters[x] for x in fb], [letters[x] for x in out])
+        got = gm._einsum([(fa, a), (fb, b)], out, dom)
+        assert got.shape == tuple(dom.sizes(out))
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 def test_projection_uses_the_smallest_covering_subtree():
     """A marginal across cliques is eliminated over the connected set of cliques with the fewest
     cells that covers it (brute force over every connected subset of a 7-clique tree)."""

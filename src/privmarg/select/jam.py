@@ -90,8 +90,9 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         if model is None:
             err = {r: 0.0 for r in cands}
         else:
-            answers = state.session.answers(cands)
-            err = {r: float(np.abs(a - model.project(r)).sum()) for r, a in zip(cands, answers)}
+            answers = dict(zip(cands, state.session.answers(cands)))
+            # widest first: the graphical model then sums a cached 3-way marginal for a 2-way one
+            err = {r: float(np.abs(answers[r] - model.project(r)).sum()) for r in sorted(cands, key=len, reverse=True)}
         scores = np.array([err[r] - SQRT_2_OVER_PI * plan.sigma * dom.size(r) for r in cands]
                           + [err[r] - x["pub_err"][r] for r in pub_t])
         options = [Option(r, "private") for r in cands] + [Option(r, "public") for r in pub_t]

@@ -6,6 +6,7 @@ Everything here is post-processing of released measurements: no privacy cost.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -290,6 +291,7 @@ class GraphicalModel:
             marginals, _, _ = belief_propagation(self._plan, theta, self.total)
         self._marginals: list[np.ndarray] | None = marginals
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
+        self._wider: dict[tuple[str, ...], tuple[tuple[str, ...], int]] = {}
         self._conditionals: dict[int, np.ndarray] = {}  # clique -> conditional on its parent separator
         self._pieces: dict[tuple, np.ndarray] = {}  # partial contractions of queries (see _piece)
         self._piece_cells = 0
@@ -311,6 +313,7 @@ class GraphicalModel:
         """Forget cached projections, conditionals and kept partial contractions (they can hold
         far more memory than the model)."""
         self._cache = {}
+        self._wider = {}  # attribute set -> (a cached marginal on one attribute more, that attribute's axis)
         self._conditionals = {}
         self._pieces, self._piece_cells = {}, 0
 
@@ -350,23 +353,31 @@ class GraphicalModel:
         for i, c in enumerate(self._clique_sets):
             if s <= c and (best is None or self.marginals[i].size < self.marginals[best].size):
                 best = i
+        wider = self.__dict__.setdefault("_wider", {})  # models pickled before this index lack it
         if best is not None:
             ax = sum_axes(attrs, self.tree.cliques[best])
             out = sum_out(self.marginals[best], ax)
             out = np.ascontiguousarray(out).ravel()
+        elif attrs in wider:
+            # a cached marginal on one attribute more holds this one: one sum instead of an
+            # elimination over the cliques (scoring asks for every subset of its 3-way candidates)
+            big, j = wider[attrs]
+            out = np.ascontiguousarray(sum_out(self._cache[big].reshape(self.domain.sizes(big)), (j,))).ravel()
         else:
             out = self._eliminate(attrs)
         if cache and len(self._cache) < 20000:
             self._cache[attrs] = out
+            for j in range(len(attrs)):
+                wider.setdefault(attrs[:j] + attrs[j + 1:], (attrs, j))
         return out
 
-    def _routes(self) -> tuple[list[dict[str, list[int]]], dict[str, int], list[int]]:
+    def _routes(self) -> tuple[list[dict[str, int]], dict[str, int], list[int]]:
         """(gates, component, cells), made once per tree. ``gates[v][a]``: for each clique ``v`` and
-        attribute ``a`` of its component (cliques joined by non-empty separators), the path (``v``
-        last) from the clique holding ``a`` nearest to ``v``; the cliques holding ``a`` form a
-        connected subtree, so every path from ``v`` to any of them passes through that one (its
-        gate). ``component[a]``: the component of ``a``; ``cells``: each clique's table size."""
-        hit = self.__dict__.get("_route_table")  # models pickled before this cache lack the attribute
+        attribute ``a`` of its component (cliques joined by non-empty separators), the path from the
+        clique holding ``a`` nearest to ``v`` to ``v``, as a bit mask of cliques; the cliques holding
+        ``a`` form a connected subtree, so every path from ``v`` to any of them passes through that
+        one (its gate). ``component[a]``: the component of ``a``; ``cells``: each clique's table size."""
+        hit = self.__dict__.get("_route_masks")  # models pickled before this cache lack the attribute
         if hit is not None:
             return hit
         n = len(self.tree.cliques)
@@ -378,26 +389,23 @@ class GraphicalModel:
         gates = []
         component: dict[str, int] = {}
         for v in range(n):
-            prev = {v: v}
+            reach = {v: 1 << v}  # clique -> bit mask of the path from it to v
             order = [v]
             for x in order:  # breadth first: the first clique met holding an attribute is its gate
                 for y in adj[x]:
-                    if y not in prev:
-                        prev[y] = x
+                    if y not in reach:
+                        reach[y] = reach[x] | 1 << y
                         order.append(y)
             for a in self.tree.cliques[v]:
                 component[a] = min(order)
-            paths: dict[str, list[int]] = {}
+            paths: dict[str, int] = {}
             for x in order:
                 for a in self.tree.cliques[x]:
                     if a not in paths:
-                        path = [x]
-                        while path[-1] != v:
-                            path.append(prev[path[-1]])
-                        paths[a] = path
+                        paths[a] = reach[x]
             gates.append(paths)
         cells = [int(np.prod(s)) for s in self._plan.shapes]
-        self.__dict__["_route_table"] = (gates, component, cells)
+        self.__dict__["_route_masks"] = (gates, component, cells)
         return gates, component, cells
 
     def _components(self, attrs: tuple[str, ...]) -> list[tuple[str, ...]]:
@@ -413,16 +421,24 @@ class GraphicalModel:
         cliques cover ``attrs``: every connected cover is the union of the paths from one of its
         cliques to each attribute's gate, so trying each clique as that centre finds the best."""
         gates, _, cells = self._routes()
-        best, best_key = None, None
+        cost = self.__dict__.setdefault("_cover_cost", {})  # subtree mask -> (cells, cliques)
+        first, rest = attrs[0], attrs[1:]
+        best, best_key = 0, None
         for paths in gates:
-            if attrs[0] not in paths:  # another component
+            m = paths.get(first)
+            if m is None:  # another component
                 continue
-            nodes = set().union(*(paths[a] for a in attrs))
-            key = (sum(cells[i] for i in nodes), len(nodes))
+            for a in rest:
+                m |= paths[a]
+            key = cost.get(m)
+            if key is None:
+                nodes = [i for i in range(len(cells)) if m >> i & 1]
+                key = cost[m] = (sum(cells[i] for i in nodes), len(nodes))
             if best_key is None or key < best_key:
-                best, best_key = nodes, key
-        edges = [(p, c) for p, c in self.tree.edges if p in best and c in best]
-        return sorted(best), edges
+                best, best_key = m, key
+        nodes = [i for i in range(len(cells)) if best >> i & 1]
+        edges = [(p, c) for p, c in self.tree.edges if best >> p & 1 and best >> c & 1]
+        return nodes, edges
 
     def _conditional(self, i: int, edges: list[tuple[int, int]]) -> np.ndarray:
         """Clique ``i``'s marginal divided by its separator marginal with its parent (0 where empty)."""
@@ -638,6 +654,9 @@ PAIRWISE_CELLS = 1 << 24
 
 
 def _einsum(factors, out_attrs, domain: Domain) -> np.ndarray:
+    if len(factors) == 2:
+        (fa, a, *_), (fb, b, *_) = factors
+        return _contract2(tuple(fa), a, tuple(fb), b, tuple(out_attrs), domain)
     letters: dict[str, int] = {}
     ops = []
     for attrs, arr, *_ in factors:
@@ -651,6 +670,33 @@ def _einsum(factors, out_attrs, domain: Domain) -> np.ndarray:
             optimize = ["einsum_path", *path]
     res = np.einsum(*ops, out, optimize=optimize)
     return res.reshape(domain.sizes(out_attrs)) if out_attrs else res
+
+
+def _contract2(fa: tuple[str, ...], a: np.ndarray, fb: tuple[str, ...], b: np.ndarray, out: tuple[str, ...],
+               domain: Domain) -> np.ndarray:
+    """``Σ a·b`` over the attributes not in ``out`` (tables over ``fa``, ``fb``; result in ``out``'s
+    order) as one batched matrix product: np.einsum spends more on parsing and path search than on
+    the product for most of the tables a marginal query meets."""
+    keep, in_a, in_b = set(out), set(fa), set(fb)
+    # what only one table holds and the result drops is summed out first
+    ax = tuple(i for i, x in enumerate(fa) if x not in keep and x not in in_b)
+    if ax:
+        a, fa = sum_out(a, ax), tuple(x for x in fa if x in keep or x in in_b)
+    ax = tuple(i for i, x in enumerate(fb) if x not in keep and x not in in_a)
+    if ax:
+        b, fb = sum_out(b, ax), tuple(x for x in fb if x in keep or x in in_a)
+    batch = tuple(x for x in fa if x in in_b and x in keep)
+    inner = tuple(x for x in fa if x in in_b and x not in keep)
+    left = tuple(x for x in fa if x not in in_b)
+    right = tuple(x for x in fb if x not in in_a)
+    size = dict(zip(fa, domain.sizes(fa)))
+    a = a.reshape([size[x] for x in fa]).transpose([fa.index(x) for x in batch + left + inner])
+    b = b.reshape(domain.sizes(fb)).transpose([fb.index(x) for x in batch + inner + right])
+    nb, ni = math.prod(size[x] for x in batch), math.prod(size[x] for x in inner)
+    c = np.matmul(a.reshape(nb, -1, ni), b.reshape(nb, ni, -1))
+    got = batch + left + right
+    return c.reshape(a.shape[:len(batch) + len(left)] + b.shape[len(batch) + len(inner):]).transpose(
+        [got.index(x) for x in out])
 
 
 def _pairwise_path(factor_attrs, out_attrs, domain: Domain, cap: int = PAIRWISE_CELLS) -> list[tuple[int, int]] | None:
