@@ -678,23 +678,27 @@ def _contract2(fa: tuple[str, ...], a: np.ndarray, fb: tuple[str, ...], b: np.nd
     order) as one batched matrix product: np.einsum spends more on parsing and path search than on
     the product for most of the tables a marginal query meets."""
     keep, in_a, in_b = set(out), set(fa), set(fb)
+    if a.ndim != len(fa):
+        a = a.reshape(domain.sizes(fa))
+    if b.ndim != len(fb):
+        b = b.reshape(domain.sizes(fb))
     # what only one table holds and the result drops is summed out first
-    ax = tuple(i for i, x in enumerate(fa) if x not in keep and x not in in_b)
+    ax = [i for i, x in enumerate(fa) if x not in keep and x not in in_b]
     if ax:
         a, fa = sum_out(a, ax), tuple(x for x in fa if x in keep or x in in_b)
-    ax = tuple(i for i, x in enumerate(fb) if x not in keep and x not in in_a)
+    ax = [i for i, x in enumerate(fb) if x not in keep and x not in in_a]
     if ax:
         b, fb = sum_out(b, ax), tuple(x for x in fb if x in keep or x in in_a)
-    batch = tuple(x for x in fa if x in in_b and x in keep)
-    inner = tuple(x for x in fa if x in in_b and x not in keep)
-    left = tuple(x for x in fa if x not in in_b)
-    right = tuple(x for x in fb if x not in in_a)
-    size = dict(zip(fa, domain.sizes(fa)))
-    a = a.reshape([size[x] for x in fa]).transpose([fa.index(x) for x in batch + left + inner])
-    b = b.reshape(domain.sizes(fb)).transpose([fb.index(x) for x in batch + inner + right])
-    nb, ni = math.prod(size[x] for x in batch), math.prod(size[x] for x in inner)
+    batch, inner, left = [], [], []
+    for i, x in enumerate(fa):
+        (left if x not in in_b else batch if x in keep else inner).append(i)
+    pos_b = {x: i for i, x in enumerate(fb)}
+    right = [i for i, x in enumerate(fb) if x not in in_a]
+    a = a.transpose(batch + left + inner)
+    b = b.transpose([pos_b[fa[i]] for i in batch + inner] + right)
+    nb, ni = math.prod(a.shape[:len(batch)]), math.prod(b.shape[len(batch):len(batch) + len(inner)])
     c = np.matmul(a.reshape(nb, -1, ni), b.reshape(nb, ni, -1))
-    got = batch + left + right
+    got = [fa[i] for i in batch + left] + [fb[i] for i in right]
     return c.reshape(a.shape[:len(batch) + len(left)] + b.shape[len(batch) + len(inner):]).transpose(
         [got.index(x) for x in out])
 
