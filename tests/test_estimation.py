@@ -554,6 +554,23 @@ def test_model_size_ignores_cliques_inside_others_and_cache_agrees():
         assert model_size_mb(dom, big) == fresh  # cached, without the subsets
 
 
+@pytest.mark.parametrize("n_attrs", [6, 70])
+def test_covered_matches_subset_test(n_attrs):
+    """The bit-mask containment check (numpy up to 62 attributes, Python ints past that) says the
+    same as set inclusion, the empty clique included."""
+    from privmarg.generate.pgm.junction_tree import covered
+
+    rng = np.random.default_rng(n_attrs)
+    dom = Domain([f"x{i}" for i in range(n_attrs)], [2] * n_attrs)
+    pick = lambda k: tuple(rng.choice(dom.attrs, size=k, replace=False))  # noqa: E731
+    cliques = [pick(int(rng.integers(0, 4))) for _ in range(300)]
+    for within in ([], [pick(3) for _ in range(2)], [dom.attrs[:3], dom.attrs[-4:]]):
+        want = [any(set(c) <= set(w) for w in within) for c in cliques]
+        assert covered(dom, cliques, within) == want
+        if within:
+            assert any(want) and not all(want)
+
+
 def test_model_sizes_batch_matches_one_by_one():
     from privmarg.generate.pgm.junction_tree import _masks, model_sizes_mb
 

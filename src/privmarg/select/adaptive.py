@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain, Measurement, downward_closure, parse_workload
+from ..generate.pgm.junction_tree import covered
 from ..measure import MeasurementSession
 from ..privacy import RoundPlan
 from .base import Clique, Context, Selection, default_loop, measured_cliques
@@ -99,8 +100,8 @@ class AdaptiveSelector:
         """Candidates whose measurement keeps the loop model within ``limit`` MB (plus free ones)."""
         dom = state.domain
         measured = measured_cliques(state.session, state.ctx.zeros)
-        inside = [set(c) for c in getattr(state.model, "cliques", ())] if self.free_candidates else []
-        check = [r for r in state.candidates if not any(set(r) <= c for c in inside)]
+        inside = list(getattr(state.model, "cliques", ())) if self.free_candidates else []
+        check = [r for r, free in zip(state.candidates, covered(dom, state.candidates, inside)) if not free]
         batch = getattr(self.loop, "model_sizes_mb", None)
         sizes = (batch(dom, measured, check) if batch is not None
                  else [self.loop.model_size_mb(dom, measured + [r]) for r in check])
