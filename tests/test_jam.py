@@ -214,3 +214,24 @@ def test_final_iters_zero_samples_the_last_rounds_model():
     assert loop.marginals[0].dtype == np.float32 and mech.model_.marginals[0].dtype == np.float64
     for r in [("a",), ("b", "c"), ("c", "d", "e")]:
         np.testing.assert_allclose(mech.model_.project(r), loop.project(r), rtol=1e-5, atol=1e-3)
+
+
+def test_selector_alone_refits_like_the_preset():
+    """The jam selector composed by hand (registry, another generator) refits its loop model as the
+    JAM preset does: same picks and answers on the same seed."""
+    from privmarg import Synthesizer
+    from privmarg.generate.pgm import PGM
+    from privmarg.select import JAMSelector
+
+    loop, preset_loop = JAMSelector().loop, JAM().selector.loop
+    for attr in ("iters", "tol", "method", "dtype"):
+        assert getattr(loop, attr) == getattr(preset_loop, attr), attr
+    data = chain_table(1500, seed=4)
+    public = chain_table(800, seed=5, flip=0.2)
+    kw = dict(epsilon=0.5, delta=1e-9, seed=3, neighbour="replace_one")
+    by_hand = Synthesizer(JAMSelector("all-2way", rounds=6), PGM(iters=5, tol=1e-5, method="precond"), **kw)
+    preset = JAM(workload="all-2way", rounds=6, **{k: v for k, v in kw.items() if k != "neighbour"})
+    a, b = by_hand.fit(data, public=public), preset.fit(data, public=public)
+    assert [(m.attrs, m.source) for m in a.measurements_] == [(m.attrs, m.source) for m in b.measurements_]
+    for m, n in zip(a.measurements_, b.measurements_):
+        np.testing.assert_array_equal(m.y, n.y)

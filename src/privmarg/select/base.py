@@ -79,7 +79,7 @@ def default_loop(**kw):
     """The default model in the loop: a graphical model (imported late: generate sits beside select)."""
     from ..generate.pgm import PGM
 
-    return PGM(iters=1000, tol=1e-7, **kw)
+    return PGM(**{"iters": 1000, "tol": 1e-7, **kw})
 
 
 def one_ways(domain: Domain) -> list[Clique]:

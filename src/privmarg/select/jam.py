@@ -18,6 +18,8 @@ from .adaptive import SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Optio
 from .base import check_fraction, check_rounds, default_loop
 
 WEIGHTINGS = ("equal", "mle", "inv_sigma")
+# the model refitted every round unless a loop is given (the JAM preset's defaults)
+LOOP = {"iters": 5, "tol": 1e-4, "method": "precond", "dtype": "float32"}
 
 
 def _weight(sigma: float, weighting: str) -> float:
@@ -34,7 +36,9 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
     under replace-one) and the rest for a private measurement (Δ₂ = √2), charged only when chosen.
     ``weighting`` of measurements in the loop model's loss: ``"equal"`` (the paper), ``"mle"`` or
     ``"inv_sigma"`` (a public answer weighted as if it had the noise of the round that chose it);
-    ``warm_start``: refit the loop model from the last one (else from scratch, as in the paper).
+    ``warm_start``: refit the loop model from the last one (else from scratch, as in the paper);
+    ``loop``: the generator refitted every round (default: a graphical model, 5 preconditioned
+    iterations on float32 tables, as in the JAM preset).
     Needs replace-one neighbours (N rescales the public answers) and ``ctx.public``.
     """
 
@@ -44,8 +48,10 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
     def __init__(self, workload: Any = "all-3way", *, rounds: int = 30, alpha: float = 0.2,
                  max_model_size: float = 80.0, weighting: str = "equal", warm_start: bool = True, loop: Any = None):
         # exact public marginals full of empty cells next to noisy private ones: the preconditioned
-        # step reaches the optimum ~100x faster there than the momentum step (test_estimation)
-        super().__init__(loop if loop is not None else default_loop(method="precond", dtype="float32"), max_model_size)
+        # step reaches the optimum ~100x faster there than the momentum step (test_estimation); a
+        # few warm-started iterations a round rank the candidates as well as a converged fit
+        # (benchmarks/RESULTS.md, "JAM speed"): the JAM preset's loop
+        super().__init__(loop if loop is not None else default_loop(**LOOP), max_model_size)
         self.warm_start = bool(warm_start)
         self.workload = workload
         self.rounds = check_rounds("rounds", rounds, allow_none=False)
