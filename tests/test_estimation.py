@@ -192,6 +192,10 @@ def test_narrow_projection_summed_from_a_cached_wider_one(monkeypatch):
         np.testing.assert_allclose(model.project(attrs[::-1]),
                                    joint_marginal(J, dom, attrs).reshape(dom.sizes(attrs)).T.ravel(), rtol=1e-8, atol=1e-8)
     assert calls == []
+    for r in across:  # an uncached query neither reads nor fills the cache
+        model.project(r, cache=False)
+    assert calls == across
+    calls.clear()
     model.clear_cache()
     for r in across:
         model.project(r)
@@ -211,12 +215,12 @@ def test_pairwise_contraction_matches_einsum(seed):
         fb = tuple(rng.permutation(dom.attrs)[: rng.integers(1, 5)])
         both = sorted(set(fa) | set(fb))
         out = tuple(rng.permutation(both)[: rng.integers(0, len(both) + 1)])
-        a, b = rng.uniform(size=dom.sizes(fa)), rng.uniform(size=dom.sizes(fb))
+        a, b = rng.uniform(size=dom.sizes(fa)), rng.uniform(size=dom.sizes(fb)).astype(rng.choice(["f4", "f8"]))
         letters = {x: i for i, x in enumerate(dom.attrs)}
         want = np.einsum(a, [letters[x] for x in fa], b, [letters[x] for x in fb], [letters[x] for x in out])
-        got = gm._einsum([(fa, a), (fb, b)], out, dom)
+        got = gm._einsum([(fa, a.ravel() if rng.random() < 0.3 else a), (fb, b)], out, dom)
         assert got.shape == tuple(dom.sizes(out))
-        np.testing.assert_allclose(got, want, rtol=1e-12)
+        np.testing.assert_allclose(got, want, rtol=1e-6 if b.dtype == np.float32 else 1e-12)
 
 
 def test_projection_uses_the_smallest_covering_subtree():
@@ -554,8 +558,8 @@ def test_model_size_ignores_cliques_inside_others_and_cache_agrees():
         assert model_size_mb(dom, big) == fresh  # cached, without the subsets
 
 
-@pytest.mark.parametrize("n_attrs", [6, 70])
-def test_covered_matches_subset_test(n_attrs):
+@pytest.mark.parametrize("n_attrs", [6, 62, 63, 70])
+def test_covered_matches_subset_test(n_attrs, monkeypatch):
     """The bit-mask containment check (numpy up to 62 attributes, Python ints past that) says the
     same as set inclusion, the empty clique included."""
     from privmarg.generate.pgm.junction_tree import covered
@@ -564,9 +568,14 @@ def test_covered_matches_subset_test(n_attrs):
     dom = Domain([f"x{i}" for i in range(n_attrs)], [2] * n_attrs)
     pick = lambda k: tuple(rng.choice(dom.attrs, size=k, replace=False))  # noqa: E731
     cliques = [pick(int(rng.integers(0, 4))) for _ in range(300)]
+    import privmarg.generate.pgm.junction_tree as jt
+
     for within in ([], [pick(3) for _ in range(2)], [dom.attrs[:3], dom.attrs[-4:]]):
         want = [any(set(c) <= set(w) for w in within) for c in cliques]
         assert covered(dom, cliques, within) == want
+        monkeypatch.setattr(jt, "INSIDE_CELLS", 7)  # a few rows at a time
+        assert covered(dom, cliques, within) == want
+        monkeypatch.undo()
         if within:
             assert any(want) and not all(want)
 

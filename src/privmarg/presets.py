@@ -15,6 +15,7 @@ from .select.aim import AIMSelector
 from .select.aim_bounds import ErrorBound, aim_error_bound
 from .select.compress import Compressed
 from .select.independent import IndependentSelector
+from .select.jam import LOOP as JAM_LOOP
 from .select.jam import JAMSelector
 from .select.kway import KWaySelector
 from .select.mst import MSTSelector
@@ -171,9 +172,9 @@ class JAM(Synthesizer):
     default_neighbour = "replace_one"
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
-                 rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = 5,
-                 final_iters: int = 5, tol: float = 1e-4, weighting: str = "equal", warm_start: bool = True,
-                 refit_method: str = "precond", refit_dtype: str = "float32", generator: Any = None, **kw):
+                 rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = JAM_LOOP["iters"],
+                 final_iters: int = 5, tol: float = JAM_LOOP["tol"], weighting: str = "equal", warm_start: bool = True,
+                 refit_method: str = JAM_LOOP["method"], refit_dtype: str = JAM_LOOP["dtype"], generator: Any = None, **kw):
         if refit_method not in METHODS:
             raise ValueError(f"refit_method must be one of {METHODS}")
         if refit_dtype not in DTYPES:

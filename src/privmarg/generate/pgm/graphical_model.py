@@ -358,7 +358,7 @@ class GraphicalModel:
             ax = sum_axes(attrs, self.tree.cliques[best])
             out = sum_out(self.marginals[best], ax)
             out = np.ascontiguousarray(out).ravel()
-        elif attrs in wider:
+        elif cache and attrs in wider:
             # a cached marginal on one attribute more holds this one: one sum instead of an
             # elimination over the cliques (scoring asks for every subset of its 3-way candidates)
             big, j = wider[attrs]
@@ -676,7 +676,8 @@ def _contract2(fa: tuple[str, ...], a: np.ndarray, fb: tuple[str, ...], b: np.nd
                domain: Domain) -> np.ndarray:
     """``Σ a·b`` over the attributes not in ``out`` (tables over ``fa``, ``fb``; result in ``out``'s
     order) as one batched matrix product: np.einsum spends more on parsing and path search than on
-    the product for most of the tables a marginal query meets."""
+    the product for most of the tables a marginal query meets. Tables have their attributes' full
+    sizes (no broadcast axes of size 1), as every table of a model does."""
     keep, in_a, in_b = set(out), set(fa), set(fb)
     if a.ndim != len(fa):
         a = a.reshape(domain.sizes(fa))
@@ -697,7 +698,10 @@ def _contract2(fa: tuple[str, ...], a: np.ndarray, fb: tuple[str, ...], b: np.nd
     a = a.transpose(batch + left + inner)
     b = b.transpose([pos_b[fa[i]] for i in batch + inner] + right)
     nb, ni = math.prod(a.shape[:len(batch)]), math.prod(b.shape[len(batch):len(batch) + len(inner)])
-    c = np.matmul(a.reshape(nb, -1, ni), b.reshape(nb, ni, -1))
+    if ni == 1:  # nothing summed: an outer product per batch cell (matmul would run nb 1-deep products)
+        c = a.reshape(nb, -1, 1) * b.reshape(nb, 1, -1)
+    else:
+        c = np.matmul(a.reshape(nb, -1, ni), b.reshape(nb, ni, -1))
     got = [fa[i] for i in batch + left] + [fb[i] for i in right]
     return c.reshape(a.shape[:len(batch) + len(left)] + b.shape[len(batch) + len(inner):]).transpose(
         [got.index(x) for x in out])

@@ -172,8 +172,16 @@ def _inside(masks: _Masks, ms: list[int], within: list[int]) -> list[bool]:
         return [False] * len(ms)
     if len(masks.sizes) > 62:
         return [any(m & b == m for b in within) for m in ms]
-    a = np.array(ms, dtype=np.int64)[:, None]
-    return ((a & np.array(within, dtype=np.int64)[None, :]) == a).any(axis=1).tolist()
+    w = np.array(within, dtype=np.int64)[None, :]
+    step = max(1, INSIDE_CELLS // len(within))  # rows at a time: the comparison table stays small
+    out: list[bool] = []
+    for i in range(0, len(ms), step):
+        a = np.array(ms[i:i + step], dtype=np.int64)[:, None]
+        out += ((a & w) == a).any(axis=1).tolist()
+    return out
+
+
+INSIDE_CELLS = 1 << 20  # cells of _inside's comparison table per step
 
 
 def covered(domain: Domain, cliques: Sequence[Sequence[str]], within: Iterable[Sequence[str]]) -> list[bool]:
