@@ -562,13 +562,13 @@ def test_model_size_ignores_cliques_inside_others_and_cache_agrees():
 def test_covered_matches_subset_test(n_attrs, monkeypatch):
     """The bit-mask containment check (numpy up to 62 attributes, Python ints past that) says the
     same as set inclusion, the empty clique included."""
+    import privmarg.generate.pgm.junction_tree as jt
     from privmarg.generate.pgm.junction_tree import covered
 
     rng = np.random.default_rng(n_attrs)
     dom = Domain([f"x{i}" for i in range(n_attrs)], [2] * n_attrs)
     pick = lambda k: tuple(rng.choice(dom.attrs, size=k, replace=False))  # noqa: E731
     cliques = [pick(int(rng.integers(0, 4))) for _ in range(300)]
-    import privmarg.generate.pgm.junction_tree as jt
 
     for within in ([], [pick(3) for _ in range(2)], [dom.attrs[:3], dom.attrs[-4:]]):
         want = [any(set(c) <= set(w) for w in within) for c in cliques]

@@ -100,7 +100,7 @@ class AdaptiveSelector:
         """Candidates whose measurement keeps the loop model within ``limit`` MB (plus free ones)."""
         dom = state.domain
         measured = measured_cliques(state.session, state.ctx.zeros)
-        inside = list(getattr(state.model, "cliques", ())) if self.free_candidates else []
+        inside = getattr(state.model, "cliques", ()) if self.free_candidates else ()
         check = [r for r, free in zip(state.candidates, covered(dom, state.candidates, inside)) if not free]
         batch = getattr(self.loop, "model_sizes_mb", None)
         sizes = (batch(dom, measured, check) if batch is not None

@@ -291,6 +291,7 @@ class GraphicalModel:
             marginals, _, _ = belief_propagation(self._plan, theta, self.total)
         self._marginals: list[np.ndarray] | None = marginals
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
+        # attribute set -> (a cached marginal on one attribute more, that attribute's axis)
         self._wider: dict[tuple[str, ...], tuple[tuple[str, ...], int]] = {}
         self._conditionals: dict[int, np.ndarray] = {}  # clique -> conditional on its parent separator
         self._pieces: dict[tuple, np.ndarray] = {}  # partial contractions of queries (see _piece)
@@ -313,7 +314,7 @@ class GraphicalModel:
         """Forget cached projections, conditionals and kept partial contractions (they can hold
         far more memory than the model)."""
         self._cache = {}
-        self._wider = {}  # attribute set -> (a cached marginal on one attribute more, that attribute's axis)
+        self._wider = {}
         self._conditionals = {}
         self._pieces, self._piece_cells = {}, 0
 
