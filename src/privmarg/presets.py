@@ -69,8 +69,7 @@ class AIM(Synthesizer):
         super().fit(*args, **kw)
         x = self.selection_.extra
         self.weights_, self.workload_ = x["weights"], x["workload"]
-        self.round_models_, self.last_candidate_round_, self.rounds_ = (
-            x["round_models"], x["last_candidate_round"], x["rounds"])
+        self.round_models_, self.rounds_ = x["round_models"], x["rounds"]
         return self
 
     def _draw(self, rows, seed, conditions):

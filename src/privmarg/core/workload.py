@@ -113,15 +113,20 @@ def _weight(w, attrs, at: str) -> float:
 def downward_closure(workload: Workload, domain: Domain) -> dict[tuple[str, ...], float]:
     """Every non-empty subset ``r`` of a workload clique with AIM's weight ``Σ_i c_i·|r ∩ s_i|``.
 
-    Ordered by size, then canonical order.
+    Ordered by size, then canonical order. The weight is linear in ``r``:
+    ``Σ_i c_i·|r ∩ s_i| = Σ_{a∈r} Σ_{i: a∈s_i} c_i``, so it is summed from one total per attribute
+    (time linear in the closure's size, not closure × workload: 86 attributes, all-3way, is 10^5
+    candidates and 10^5 workload cliques).
     """
+    per_attr: dict[str, float] = {}
     cand: set[tuple[str, ...]] = set()
     for s, c in workload:
         if c <= 0:
             continue
+        for a in s:
+            per_attr[a] = per_attr.get(a, 0.0) + c
         for k in range(1, len(s) + 1):
             cand.update(itertools.combinations(s, k))
     order = {a: i for i, a in enumerate(domain.attrs)}
     keyed = sorted(cand, key=lambda r: (len(r), [order[a] for a in r]))
-    sets = [(set(s), c) for s, c in workload if c > 0]
-    return {r: float(sum(c * len(set(r) & s) for s, c in sets)) for r in keyed}
+    return {r: float(sum(per_attr[a] for a in r)) for r in keyed}

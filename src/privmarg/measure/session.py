@@ -25,6 +25,7 @@ from ..privacy import (
     check_noise,
     discrete_gaussian_mechanism,
     exponential_mechanism,
+    exponential_mechanism_fitting,
     gaussian_mechanism,
     gumbel_top_q,
     marginal_l2,
@@ -147,6 +148,13 @@ class MeasurementSession:
     def select(self, scores: np.ndarray, epsilon: float, sensitivity: float, what: str = "") -> int:
         """Exponential mechanism over ``scores`` (higher is better); charges ``ε²/8``."""
         return exponential_mechanism(self.accountant, scores, epsilon, sensitivity, self.rng, what=what)
+
+    def select_fitting(self, scores: np.ndarray, epsilon: float, sensitivity: float, fits: Callable[[int], bool],
+                       what: str = "") -> int | None:
+        """Exponential mechanism over the indices with ``fits(i)`` (a public rule), asking ``fits``
+        in descending noisy score only until one fits; charges ``ε²/8``, or nothing when none fits
+        (returns None)."""
+        return exponential_mechanism_fitting(self.accountant, scores, epsilon, sensitivity, self.rng, fits, what=what)
 
     def top_q(self, scores: np.ndarray, q: int, rho: float, sensitivity: float, what: str = "") -> np.ndarray:
         """Report-noisy-top-``q`` (Gumbel) over ``scores``; charges ``rho``."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ __all__ = [
     "gaussian_mechanism",
     "exponential_probabilities",
     "exponential_mechanism",
+    "exponential_mechanism_fitting",
     "exponential_epsilon",
     "laplace_mechanism",
     "gumbel_top_q",
@@ -156,6 +158,38 @@ def exponential_mechanism(
     eps = float(epsilon)
     accountant.charge(eps * eps / 8.0, what, "exponential", epsilon=eps, sensitivity=float(sensitivity))
     return int(np.argmax(z + rng.gumbel(size=z.shape)))
+
+
+def exponential_mechanism_fitting(
+    accountant: Accountant,
+    scores: Any,
+    epsilon: float,
+    sensitivity: float,
+    rng: np.random.Generator,
+    fits: Callable[[int], bool],
+    what: str = "",
+) -> int | None:
+    """The exponential mechanism over the indices ``i`` with ``fits(i)`` only, asking ``fits`` of a
+    few: Gumbel noise is added to every logit and the indices are walked in descending order of
+    noisy logit; the first that fits is ``argmax`` of the noisy logits over the fitting set, which is
+    exactly Gumbel-max over that set. ``fits`` must be a public rule (it decides the candidate set;
+    here it depends on the domain and on released cliques only). ``sensitivity`` must bound the
+    score change of every fitting index (a maximum over a superset is fine). Costs ``epsilon^2/8``
+    zCDP, charged once an index fits; returns None, charging nothing, when none fits.
+    """
+    z = _em_logits(scores, epsilon, sensitivity)
+    noisy = z + rng.gumbel(size=z.shape)
+    pick = None
+    order = np.argsort(-noisy, kind="stable")
+    for i in order[np.isfinite(noisy[order])]:  # -inf logits (probability 0) are never picked
+        if fits(int(i)):
+            pick = int(i)
+            break
+    if pick is None:
+        return None
+    eps = float(epsilon)
+    accountant.charge(eps * eps / 8.0, what, "exponential", epsilon=eps, sensitivity=float(sensitivity))
+    return pick
 
 
 # --------------------------------------------------------------------------- Laplace

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..core import Domain, Measurement, downward_closure, parse_workload
-from ..generate.pgm.junction_tree import covered
+from ..generate.pgm.junction_tree import MB, covered
 from ..measure import MeasurementSession
 from ..privacy import RoundPlan
 from .base import Clique, Context, Selection, default_loop, measured_cliques
@@ -96,17 +97,43 @@ class AdaptiveSelector:
         s, ctx = state.session, state.ctx
         return self.loop.generate(s.measurements, s.domain, zeros=ctx.zeros, total=ctx.total, warm=state.model)
 
-    def candidates(self, state: RoundState, limit: float) -> list[Clique]:
-        """Candidates whose measurement keeps the loop model within ``limit`` MB (plus free ones)."""
+    def shortlist(self, state: RoundState, limit: float) -> list[Clique]:
+        """The candidates that may fit in ``limit`` MB, by a check on each clique alone (its own
+        float64 table within the limit, or inside a clique of the current model): a superset of
+        those that fit, cheap for 10^5 candidates. Public: the domain and released cliques only."""
+        mb = state.extra.get("candidate_mb")
+        if mb is None:  # each candidate's own table (MB); the candidates are fixed for the run
+            mb = state.extra["candidate_mb"] = np.array([8.0 * state.domain.size(r) / MB for r in state.candidates])
+        big = np.flatnonzero(mb > limit)
+        if big.size == 0:
+            return list(state.candidates)
+        inside = getattr(state.model, "cliques", ()) if self.free_candidates else ()
+        keep = mb <= limit
+        if inside:
+            big_cands = [state.candidates[i] for i in big]
+            keep[big] = covered(state.domain, big_cands, inside)
+        return [r for r, k in zip(state.candidates, keep) if k]
+
+    def fit_check(self, state: RoundState, limit: float) -> Callable[[Clique], bool]:
+        """Does measuring a clique keep the loop model within ``limit`` MB (or lie inside a clique
+        of the current model)? Asked of a few candidates a round (see :meth:`run`), remembered."""
         dom = state.domain
         measured = measured_cliques(state.session, state.ctx.zeros)
-        inside = getattr(state.model, "cliques", ()) if self.free_candidates else ()
-        check = [r for r, free in zip(state.candidates, covered(dom, state.candidates, inside)) if not free]
-        batch = getattr(self.loop, "model_sizes_mb", None)
-        sizes = (batch(dom, measured, check) if batch is not None
-                 else [self.loop.model_size_mb(dom, measured + [r]) for r in check])
-        too_big = {r for r, size in zip(check, sizes) if size is not None and size > limit}
-        return [r for r in state.candidates if r not in too_big]
+        inside = list(getattr(state.model, "cliques", ())) if self.free_candidates else []
+        memo: dict[Clique, bool] = {}
+
+        def fits(r: Clique) -> bool:
+            hit = memo.get(r)
+            if hit is None:
+                if inside and covered(dom, [r], inside)[0]:
+                    hit = True
+                else:
+                    size = self.loop.model_size_mb(dom, measured + [r])
+                    hit = size is None or size <= limit
+                memo[r] = hit
+            return hit
+
+        return fits
 
     def run(self, session: MeasurementSession, ctx: Context) -> Selection:
         dom = session.domain
@@ -119,11 +146,16 @@ class AdaptiveSelector:
                 break
             state.t += 1
             limit = self.size_limit(state, plan)
-            cand_t = self.candidates(state, limit)
-            if not cand_t:
-                raise ValueError(f"no candidate fits in {limit:.3g} MB: raise max_model_size")
+            cand_t = self.shortlist(state, limit)
             options, scores, sens = self.score(state, cand_t, plan)
-            option = options[session.select(scores, plan.epsilon, sens, what=f"{self.label} round {state.t} select")]
+            # Gumbel-max walked in descending noisy score: the exponential mechanism over the
+            # options that fit, with a handful of model-size checks instead of one per candidate
+            fits = self.fit_check(state, limit)
+            pick = session.select_fitting(scores, plan.epsilon, sens, lambda i: fits(options[i].clique),
+                                          what=f"{self.label} round {state.t} select")
+            if pick is None:
+                raise ValueError(f"no candidate fits in {limit:.3g} MB: raise max_model_size")
+            option = options[pick]
             # the chosen clique's model marginal while scoring's partial contractions are still kept
             before = state.model.project(option.clique) if state.model is not None else None
             clear = getattr(state.model, "clear_cache", None)
@@ -132,8 +164,7 @@ class AdaptiveSelector:
             m = self.act(state, option, plan)
             entry = {"round": state.t, "selected": list(option.clique), "source": option.source,
                      "sigma": plan.sigma, "epsilon": plan.epsilon, "sensitivity": sens,
-                     "size_limit_mb": limit, "candidates": [list(c) for c in cand_t],
-                     "candidate_weights": [weights.get(c, 0.0) for c in cand_t],
+                     "size_limit_mb": limit, "n_candidates": len(cand_t), "n_measured": len(session.measurements) - 1,
                      "model_error_selected": (float(np.abs(m.y - before).sum()) if before is not None else None)}
             prev = state.model
             state.model = self.refit(state)

@@ -94,37 +94,27 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
             x = state.extra
             x["plan"] = RoundPlan(plan.sigma / 2, plan.epsilon * 2)
 
-    @staticmethod
-    def _keep_round_model(state: RoundState, prev, entry: dict) -> None:
-        """Keep p̂_{t-1} for the error bounds, compactly, and drop the models no bound can need.
-
-        The bound of an unsupported marginal ``r`` (no measurement covers it) reads the model of the
-        last round where ``r`` was a candidate; a supported one reads only measurements. Measurements
-        only accumulate, so once ``r`` is supported it stays so: only the rounds that are the last
-        candidate round of a still unsupported marginal are kept, each as potentials only."""
-        x = state.extra
-        last = x.setdefault("last_round", {})
-        for c in entry["candidates"]:
-            last[tuple(c)] = state.t
+    def _keep_round_model(self, state: RoundState, prev, entry: dict) -> None:
+        """Keep p̂_{t-1} for the error bounds, compactly (log potentials only): the latest round's
+        always, earlier ones while they hold at most a quarter of ``max_model_size`` MB together,
+        newest first. The bound of an unsupported marginal reads the latest kept round where it was
+        a candidate (:func:`~privmarg.select.aim_bounds.candidate_round`); one whose rounds are all
+        dropped gets the trivial bound. Which models are kept depends on their sizes only (public)."""
+        models = state.extra["models"]
         if hasattr(prev, "compact"):
             prev = prev.compact()
         elif hasattr(prev, "clear_cache"):
             prev.clear_cache()
-        x["models"][state.t] = prev
-        measured = [set(m.attrs) for m in state.session.measurements]
-        live = {t for r, t in last.items() if not any(set(r) <= m for m in measured)}
-        for t in [t for t in x["models"] if t not in live]:
-            del x["models"][t]
+        models[state.t] = prev
+        held, full = 0.0, False
+        for t in sorted(models, reverse=True)[1:]:
+            held += models[t].size_mb() if hasattr(models[t], "size_mb") else 0.0
+            full = full or held > self.max_model_size / 4
+            if full:
+                del models[t]
 
     def final_selection(self, state: RoundState) -> Selection:
         sel = super().final_selection(state)
-        # the last round each marginal was a candidate in; the models kept are those some
-        # unsupported marginal's error bound needs (see _keep_round_model)
-        last: dict[tuple[str, ...], int] = {}
-        for entry in state.session.rounds:
-            for c in entry["candidates"]:
-                last[tuple(c)] = entry["round"]
-        models = dict(state.extra["models"])
-        sel.extra.update(weights=state.weights, workload=self.workload_, round_models=models,
-                         last_candidate_round=last, rounds=state.t)
+        sel.extra.update(weights=state.weights, workload=self.workload_, round_models=dict(state.extra["models"]),
+                         rounds=state.t)
         return sel

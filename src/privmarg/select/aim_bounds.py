@@ -24,6 +24,7 @@ import numpy as np
 from scipy.stats import norm
 
 from ..core import Factor
+from ..generate.pgm.junction_tree import covered
 from .aim import _uncached
 
 _C = math.sqrt(2.0 / math.pi)
@@ -87,9 +88,9 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None) -> Er
         a = sbar * (_C * n_r + lam * math.sqrt(n_r)) + np.abs(ybar - n_hat * s).sum()
         supported, rnd = True, None
     else:
-        rnd = mech.last_candidate_round_.get(r)
-        if rnd is None:
-            raise ValueError(f"{list(attrs)} was never a candidate: no bound available")
+        rnd = candidate_round(mech, r)
+        if rnd is None:  # no kept round had it as a candidate: only the trivial bound holds
+            return ErrorBound(attrs=r, supported=False, round=None, l1_bound=2.0, confidence=confidence)
         entry = mech.log_[rnd - 1]
         b = (beta - beta_n) / 2
         lam1, lam2 = math.sqrt(2 * math.log(1 / b)), math.log(1 / b)
@@ -97,17 +98,35 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None) -> Er
         sel = tuple(entry["selected"])
         n_sel = dom.size(sel)
         w_r, w_sel = mech.weights_[r], mech.weights_[sel]
-        em = (2 * sens / eps) * (math.log(len(entry["candidates"])) + lam2)
+        # the round's shortlist holds every candidate (a superset of them: the bound stays valid)
+        em = (2 * sens / eps) * (math.log(entry["n_candidates"]) + lam2)
         b_r = _C * sig * n_r + (w_sel * (entry["model_error_selected"] - _C * sig * n_sel
                                          + lam1 * sig * math.sqrt(n_sel)) + em) / w_r
-        prev = mech.round_models_.get(rnd)
-        if prev is None:
-            raise ValueError(f"no model kept for round {rnd}, the last one where {list(attrs)} was a candidate")
+        prev = mech.round_models_[rnd]
         a = b_r + np.abs(_uncached(prev)(r) - n_hat * s).sum()  # one-off: no need to fill its cache
         supported = False
     bound = (a + dn) / max(n_hat - dn, 1.0)
     return ErrorBound(attrs=r, supported=supported, round=rnd, l1_bound=float(min(bound, 2.0)),
                       confidence=confidence)
+
+
+def candidate_round(mech, r: tuple[str, ...]) -> int | None:
+    """The latest round with a kept model in which ``r`` was a candidate: inside a clique of that
+    round's model, or small enough that measuring it kept the loop model within the round's size
+    limit (AIM's rule, recomputed from released cliques and public limits). None if no kept round."""
+    dom = mech.domain_
+    loop = mech.selector.loop
+    zeros = [z.attrs for z in mech.zeros_]
+    for t in sorted(mech.round_models_, reverse=True):
+        entry = mech.log_[t - 1]
+        model = mech.round_models_[t]
+        if covered(dom, [r], list(getattr(model, "cliques", ())))[0]:
+            return t
+        base = [m.attrs for m in mech.measurements_[:entry["n_measured"]]] + zeros
+        size = loop.model_size_mb(dom, base + [r])
+        if size is None or size <= entry["size_limit_mb"]:
+            return t
+    return None
 
 
 def _synthetic_marginal(mech, r, synthetic) -> np.ndarray:
