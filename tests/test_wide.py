@@ -108,3 +108,23 @@ def test_shortlist_and_lazy_fit_check_agree_with_the_full_check(d, seed):
         assert fitting <= short
         fits = sel.fit_check(state, limit)
         assert {r for r in cands if fits(r)} == fitting
+
+
+def test_piped_synth_prints_one_line_per_round(tmp_path):
+    import json
+
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from privmarg.cli import app
+
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"a": rng.integers(0, 3, 400), "b": rng.integers(0, 4, 400)}).to_csv(tmp_path / "d.csv", index=False)
+    (tmp_path / "domain.json").write_text(json.dumps({"a": 3, "b": 4}))
+    r = CliRunner().invoke(app, ["synth", str(tmp_path / "d.csv"), "--domain", str(tmp_path / "domain.json"),
+                                 "--method", "aim", "--epsilon", "1", "--workload", "all-2way",
+                                 "--output", str(tmp_path / "s.csv")])
+    assert r.exit_code == 0, r.output
+    rounds = [ln for ln in r.output.splitlines() if ln.startswith("aim: ") and "AIM round" in ln]
+    assert rounds and all("% of the budget" in ln for ln in rounds)
+    assert any("AIM round 1:" in ln for ln in rounds)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -15,6 +17,30 @@ from rich.markup import escape
 from ..memory import available_memory  # check_rows_memory looks it up here (tests patch it)
 
 err = Console(stderr=True)
+
+
+@contextmanager
+def budget_progress(label: str) -> Iterator[Callable[[float, float, str], None]]:
+    """A ``progress(spent, total, message)`` callback for a fit: a live bar on a terminal, else one
+    plain line per message (a round, a step) with the seconds elapsed and the share of the budget
+    spent, so that a run piped to a file or a job log shows it is alive. Messages name released
+    quantities only (what was measured, the budget spent)."""
+    if err.is_terminal:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[msg]}"),
+                      TimeElapsedColumn(), console=err, transient=False) as bar:
+            task = bar.add_task(f"{label} budget", total=1.0, msg="")
+            yield lambda spent, total, msg: bar.update(task, completed=spent / total, msg=msg[:60])
+        return
+    t0 = time.perf_counter()
+
+    def line(spent: float, total: float, msg: str) -> None:
+        share = 100.0 * spent / total if total > 0 else 100.0
+        err.print(f"{label}: {time.perf_counter() - t0:.1f} s, {share:.1f}% of the budget: {msg}",
+                  highlight=False, soft_wrap=True, markup=False)
+
+    yield line
 
 
 class UsageProblem(Exception):

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import registry
 from ..core import Domain, load_zeros, parse_workload
@@ -17,8 +16,8 @@ from ..data import DataError, Dataset, read_table
 from ..io import json_writer, publish, table_writer
 from ..privacy import NEIGHBOURS, BudgetExceededError
 from ..schema import MAX_MARGINAL_CELLS, Schema
-from .common import (UsageProblem, check_marginal_sizes, check_outputs, check_rows_memory, err, fail, one_line,
-                     peak_memory_mb)
+from .common import (UsageProblem, budget_progress, check_marginal_sizes, check_outputs, check_rows_memory, err,
+                     fail, one_line, peak_memory_mb)
 
 _METHODS = ", ".join(registry.names("preset"))
 _GENERATORS = ", ".join(registry.names("generator"))
@@ -141,20 +140,14 @@ def synth(
         fail(one_line(e))
 
     try:
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[msg]}"),
-                      TimeElapsedColumn(), console=err, transient=False) as bar:
-            task = bar.add_task(f"{method_l} budget", total=1.0, msg="")
-
-            def progress(spent: float, total: float, msg: str) -> None:
-                bar.update(task, completed=spent / total, msg=msg[:60])
-
+        with budget_progress(method_l) as progress:
             extra = {} if public_data is None else {"public": public_data}
             if schema is not None:
                 mech.fit(data, sch, progress=progress, drop_unknown=drop_unknown, zeros=zero_list,
                          allow_draft_schema=allow_draft_schema, **extra)
             else:
                 mech.fit(data, progress=progress, zeros=zero_list, **extra)
-            bar.update(task, completed=1.0, msg="sampling")
+            progress(1.0, 1.0, "sampling")
             if rows is None:  # a noisy N under add/remove: guard it before allocating
                 try:
                     n = mech.default_rows()

@@ -115,7 +115,12 @@ class PrivBayesSelector:
                          extra={"network": [(x, list(p)) for x, p in network], "sigma": sigma})
 
     def _structure(self, session, ctx: Context, root: str) -> list[tuple[str, Clique]]:
-
+        """GreedyBayes. The parent sets grow by the attribute placed last (each new one is an old
+        set of fewer than ``degree`` attributes plus it), and each (X, Π) is scored once, as an
+        array per X aligned with the parent sets: a step costs a few array operations, not a
+        Python loop over its (d − k)·C(k, ≤ degree) candidates. The exponential mechanism walks
+        the candidates in descending noisy score and checks the model size of the first few only
+        (:meth:`~privmarg.measure.MeasurementSession.select_fitting`)."""
         dom = session.domain
         d = len(dom)
         l2 = marginal_l2(session.neighbour)
@@ -124,37 +129,46 @@ class PrivBayesSelector:
         sens = dependence_sensitivity(session.neighbour)
         sigma_plan = even_sigma(ctx.rho - rho_sel, max(1, d - self.degree), l2)
         cap = self.max_model_size * MB / 8
+        order = {a: i for i, a in enumerate(dom.attrs)}
         network: list[tuple[str, Clique]] = [(root, ())]
         chosen: list[Clique] = [(root,)]
-        scores: dict[tuple[str, Clique], float] = {}  # private: used only as EM scores below
+        parsets: list[Clique] = [()]  # every parent set of size ≤ degree over the placed attributes
+        par_cells = np.ones(1)
+        # private: the scores of (X, Π) for each unplaced X, aligned with parsets (leave only via the EM)
+        dep = {x: np.zeros(1) for x in dom.attrs if x != root}
+        placed = root
         for step in range(1, d):
-            placed = {x for x, _ in network}
-            inside = [a for a in dom.attrs if a in placed]
-            cands: list[tuple[str, Clique]] = []
-            sizes: dict[Clique, bool] = {}
-            for x in dom.attrs:
-                if x in inside:
-                    continue
-                for k in range(min(self.degree, len(inside)) + 1):
-                    for par in itertools.combinations(inside, k):
-                        c = dom.canonical(par + (x,))
-                        fits = sizes.get(c)
-                        if fits is None:
-                            fits = sizes[c] = k == 0 or (
-                                dom.size(c) <= cap and model_size_mb(dom, chosen + [c]) <= self.max_model_size)
-                        if fits:
-                            cands.append((x, par))
-            todo = [(x, p) for x, p in cands if p and (x, p) not in scores]
-            if todo:
-                tabs = session.answers([p + (x,) for x, p in todo])
-                for (x, p), t in zip(todo, tabs):
-                    # the answer is flat over (Π..., X): rows Π configurations, columns X values
-                    scores[(x, p)] = dependence_score(t.reshape(dom.size(p), dom[x]).T)
-                session.forget()  # the scores are kept; the tables are not needed again
-            q = np.array([scores.get((x, p), 0.0) - self.theta * sigma_plan * dom.size(p + (x,))
-                          for x, p in cands])
-            x, par = cands[session.select(q, eps, sens, what=f"PrivBayes step {step}")]
+            new = [tuple(sorted(p + (placed,), key=order.__getitem__)) for p in parsets if len(p) < self.degree]
+            new_cells = np.array([float(dom.size(p)) for p in new])
+            tabs = session.answers([p + (x,) for x in dep for p in new])
+            k = 0
+            for x in dep:  # the answer is flat over (Π..., X): rows Π configurations, columns X values
+                scores = [dependence_score(tabs[k + j].reshape(dom.size(p), dom[x]).T) for j, p in enumerate(new)]
+                dep[x] = np.concatenate([dep[x], scores])
+                k += len(new)
+            session.forget()  # the scores are kept; the tables are not needed again
+            parsets += new
+            par_cells = np.concatenate([par_cells, new_cells])
+            xs = list(dep)
+            cells = np.concatenate([par_cells * dom[x] for x in xs])
+            q = np.concatenate([dep[x] for x in xs]) - self.theta * sigma_plan * cells
+            short = np.flatnonzero((cells <= cap) | (np.tile(np.arange(len(parsets)), len(xs)) == 0))
+            fits = {}
+
+            def fit(i: int) -> bool:  # public: the domain and the chosen cliques only
+                j = int(short[i]) % len(parsets)
+                if j == 0:  # the empty parent set always fits
+                    return True
+                c = dom.canonical(parsets[j] + (xs[int(short[i]) // len(parsets)],))
+                if c not in fits:
+                    fits[c] = model_size_mb(dom, chosen + [c]) <= self.max_model_size
+                return fits[c]
+
+            i = int(short[session.select_fitting(q[short], eps, sens, fit, what=f"PrivBayes step {step}")])
+            x, par = xs[i // len(parsets)], parsets[i % len(parsets)]
             network.append((x, par))
             chosen.append(dom.canonical(par + (x,)))
+            del dep[x]
+            placed = x
             ctx.progress(f"PrivBayes: {x} | {','.join(par) or '-'}")
         return network
