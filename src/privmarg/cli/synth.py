@@ -34,7 +34,7 @@ def synth(
     delta: float = typer.Option(1e-9, "--delta", help="privacy delta, in (0, 1); 1e-9 unless given"),
     rows: Optional[int] = typer.Option(None, "--rows", help="synthetic rows (default: N under replace-one, a noisy N otherwise)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="makes the whole run reproducible"),
-    workload: str = typer.Option("all-3way", "--workload", help="all-2way, all-3way, all-3way:target=COL or a JSON file"),
+    workload: str = typer.Option("all-3way", "--workload", help="all-2way, all-3way, all-3way:target=COL, all-3way:involving=A,B (cliques with any of them), all-3way:within='A,B,C;D,E' (cliques inside a group), or a JSON file"),
     max_model_size: float = typer.Option(80.0, "--max-model-size", help="model capacity in MB (AIM, MWEM)"),
     neighbour: Optional[str] = typer.Option(None, "--neighbour", help="add_remove or replace_one (default: the method's; add_remove except PrivPGD)"),
     output: Path = typer.Option(..., "--output", "-o", help="synthetic table (.csv or .parquet)"),

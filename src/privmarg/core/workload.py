@@ -19,17 +19,77 @@ def all_kway(domain: Domain, k: int, target: str | None = None) -> Workload:
     """All k-way marginals (weight 1); with ``target``, only those containing it."""
     if k < 1:
         raise ValueError("k must be at least 1")
-    k = min(k, len(domain))
-    out = [(c, 1.0) for c in itertools.combinations(domain.attrs, k)]
     if target is not None:
         if target not in domain:
             raise KeyError(f"unknown target attribute {target!r}")
-        out = [(c, w) for c, w in out if target in c]
-    return out
+        return kway_involving(domain, k, [target])
+    return [(c, 1.0) for c in itertools.combinations(domain.attrs, min(k, len(domain)))]
+
+
+def kway_involving(domain: Domain, k: int, cols: Sequence[str]) -> Workload:
+    """The k-way marginals (weight 1, k capped at the number of attributes) containing at least one
+    of ``cols``, in :func:`all_kway`'s order. Enumerated directly, by the first of ``cols`` each
+    clique holds: 600 attributes, k = 3, one column is C(599, 2) cliques, not C(600, 3) filtered."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    k = min(k, len(domain))
+    idx = domain.axes(_names(domain, cols, "involving"))
+    found: list[tuple[int, ...]] = []
+    for j, a in enumerate(idx):
+        others = sorted(set(range(len(domain))) - set(idx[: j + 1]))
+        found += (tuple(sorted(c + (a,))) for c in itertools.combinations(others, k - 1))
+    found.sort()
+    return [(tuple(domain.attrs[i] for i in c), 1.0) for c in found]
+
+
+def kway_within(domain: Domain, k: int, groups: Sequence[Sequence[str]]) -> Workload:
+    """The k-way marginals (weight 1, k capped at the number of attributes) lying inside one of
+    ``groups``, in :func:`all_kway`'s order, each once. A group smaller than k gives none; none at
+    all is an error."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    k = min(k, len(domain))
+    if not groups:
+        raise ValueError("workload within=: needs at least one group of columns")
+    found: set[tuple[int, ...]] = set()
+    for g in groups:
+        found.update(itertools.combinations(sorted(domain.axes(_names(domain, g, "within"))), k))
+    if not found:
+        raise ValueError(f"workload within=: no group has {k} columns, so there is no {k}-way marginal")
+    return [(tuple(domain.attrs[i] for i in c), 1.0) for c in sorted(found)]
+
+
+def _names(domain: Domain, cols: Sequence[str], key: str) -> list[str]:
+    """``cols`` checked: not empty, no empty or repeated name, every name a column of ``domain``."""
+    cols = list(cols)
+    if not cols or "" in cols:
+        raise ValueError(f"workload {key}=: empty column list or empty column name in {cols}")
+    rep = sorted({a for a in cols if cols.count(a) > 1})
+    if rep:
+        raise ValueError(f"workload {key}=: column(s) {rep} repeated in {cols}")
+    for a in cols:
+        if a not in domain:
+            hint = " (names are taken exactly, spaces included)" if a.strip() in domain else ""
+            raise KeyError(f"workload {key}=: unknown column {a!r}{hint}")
+    return cols
+
+
+_FORMS = "all-Kway, all-Kway:target=COL, all-Kway:involving=A,B,..., all-Kway:within=A,B,...;C,D,..."
 
 
 def parse_workload(spec: str | Sequence | None, domain: Domain, default: str = "all-3way") -> Workload:
-    """A workload from ``"all-2way"``, ``"all-3way:target=col"``, a JSON file, or a list.
+    """A workload from a string form, a JSON file, or a list.
+
+    String forms (weights 1; K is capped at the number of columns):
+
+    - ``all-Kway``, e.g. ``"all-3way"``: every K-way marginal;
+    - ``all-Kway:target=COL``: those containing ``COL`` (any characters);
+    - ``all-Kway:involving=A,B,C``: those containing at least one of the listed columns;
+    - ``all-Kway:within=A,B,C;D,E``: those inside one of the ``;``-separated groups (each once).
+
+    In ``involving`` and ``within`` names are taken exactly (spaces included) and cannot contain
+    ``,`` or ``;`` (use a JSON file). Unknown columns raise :class:`KeyError`; empty or repeated
+    names, an unknown key, or a ``within`` with no K-way clique raise :class:`ValueError`.
 
     A list holds cliques or ``(clique, weight)`` pairs; a clique is a list of attribute names
     (JSON: ``[["a","b"], [["c"], 2], {"attrs": ["a","b"], "weight": 2}, ...]``). Strict: a clique
@@ -41,12 +101,23 @@ def parse_workload(spec: str | Sequence | None, domain: Domain, default: str = "
     where = "workload"
     if isinstance(spec, (str, Path)):
         s = str(spec)
-        m = re.fullmatch(r"all-(\d+)way(?::target=(.+))?", s)
+        m = re.fullmatch(r"all-(\d+)way(?::(\w+)=(.*))?", s)
         if m:
-            return all_kway(domain, int(m.group(1)), m.group(2))
+            k, key, val = int(m.group(1)), m.group(2), m.group(3)
+            if key is None:
+                return all_kway(domain, k)
+            if key == "target":
+                if not val:
+                    raise ValueError(f"workload {s!r}: target= needs a column name")
+                return all_kway(domain, k, val)
+            if key == "involving":
+                return kway_involving(domain, k, val.split(","))
+            if key == "within":
+                return kway_within(domain, k, [g.split(",") for g in val.split(";")])
+            raise ValueError(f"workload {s!r}: unknown key {key!r} (expected target, involving or within)")
         path = Path(s)
         if not path.is_file():
-            raise ValueError(f"workload {s!r}: expected all-Kway, all-Kway:target=COL or a JSON file")
+            raise ValueError(f"workload {s!r}: expected {_FORMS} or a JSON file")
         where = f"workload {s}"
         try:
             with open(path) as fh:
