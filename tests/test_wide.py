@@ -77,12 +77,12 @@ def test_gumbel_walk_charges_nothing_when_nothing_fits():
     assert pick is None and acc.rho_spent == 0.0
 
 
-@pytest.mark.parametrize("d,seed", [(8, 0), (40, 1), (70, 2), (200, 3)])
+@pytest.mark.parametrize("d,seed", [(8, 0), (14, 4), (40, 1), (70, 2), (200, 3)])
 def test_shortlist_and_lazy_fit_check_agree_with_the_full_check(d, seed):
     from types import SimpleNamespace
 
     from privmarg.generate.pgm import PGM
-    from privmarg.generate.pgm.junction_tree import JunctionTree, model_size_mb, model_sizes_mb
+    from privmarg.generate.pgm.junction_tree import JunctionTree, batch_sizes_exact, model_size_mb, model_sizes_mb
     from privmarg.select.adaptive import AdaptiveSelector, RoundState
 
     rng = np.random.default_rng(seed)
@@ -104,8 +104,11 @@ def test_shortlist_and_lazy_fit_check_agree_with_the_full_check(d, seed):
     for limit in np.quantile(full_sizes, [0.1, 0.5, 0.9]):
         fitting = {r for r, s in zip(cands, full_sizes) if s <= limit or r in inside}
         assert fitting  # the test needs both kinds
-        short = set(sel.shortlist(state, limit))
-        assert fitting <= short
+        short, all_fit = sel.shortlist(state, limit)
+        assert fitting <= set(short)
+        assert all_fit == batch_sizes_exact(dom)  # then every candidate is checked, in numpy
+        if all_fit:
+            assert set(short) == fitting
         fits = sel.fit_check(state, limit)
         assert {r for r in cands if fits(r)} == fitting
 

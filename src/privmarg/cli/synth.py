@@ -70,7 +70,7 @@ def synth(
             raise UsageProblem(f"{output}: output must end in .csv, .csv.gz or .parquet")
         if (domain is None) == (schema is None):
             raise UsageProblem("give either --schema SCHEMA.json (raw table) or --domain DOMAIN.json (integer codes)")
-        workload_file = None if re.fullmatch(r"all-\d+way(:target=.+)?", workload) else Path(workload)
+        workload_file = None if re.fullmatch(r"all-\d+way(:\w+=.*)?", workload) else Path(workload)
         # outputs first: a bad output must fail before the private data is read or budget spent
         check_outputs({"--output": output, "--report": report},
                       {"INPUT": input, "--domain": domain, "--schema": schema, "--zeros": zeros,

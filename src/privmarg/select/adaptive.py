@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain, Measurement, downward_closure, parse_workload
-from ..generate.pgm.junction_tree import MB, covered
+from ..generate.pgm.junction_tree import MB, batch_sizes_exact, covered
 from ..measure import MeasurementSession
 from ..privacy import RoundPlan
 from .base import Clique, Context, Selection, default_loop, measured_cliques
@@ -97,22 +97,39 @@ class AdaptiveSelector:
         s, ctx = state.session, state.ctx
         return self.loop.generate(s.measurements, s.domain, zeros=ctx.zeros, total=ctx.total, warm=state.model)
 
-    def shortlist(self, state: RoundState, limit: float) -> list[Clique]:
-        """The candidates that may fit in ``limit`` MB, by a check on each clique alone (its own
-        float64 table within the limit, or inside a clique of the current model): a superset of
-        those that fit, cheap for 10^5 candidates. Public: the domain and released cliques only."""
+    def shortlist(self, state: RoundState, limit: float) -> tuple[list[Clique], bool]:
+        """(candidates to score, whether they all fit). Where the loop sizes many models at once
+        cheaply (:func:`~privmarg.generate.pgm.junction_tree.batch_sizes_exact`), exactly those
+        whose measurement keeps the loop model within ``limit`` MB (plus the free ones: inside a
+        clique of the current model). Elsewhere (wide domains) a superset by a check on each
+        clique alone (its own float64 table within the limit, or free), cheap for 10^5 candidates;
+        the selection then checks the model size of the few it walks through (:meth:`run`).
+        Public: the domain and released cliques only."""
+        dom = state.domain
+        if hasattr(self.loop, "model_sizes_mb") and batch_sizes_exact(dom):
+            return self.candidates(state, limit), True
         mb = state.extra.get("candidate_mb")
         if mb is None:  # each candidate's own table (MB); the candidates are fixed for the run
-            mb = state.extra["candidate_mb"] = np.array([8.0 * state.domain.size(r) / MB for r in state.candidates])
+            mb = state.extra["candidate_mb"] = np.array([8.0 * dom.size(r) / MB for r in state.candidates])
         big = np.flatnonzero(mb > limit)
         if big.size == 0:
-            return list(state.candidates)
+            return list(state.candidates), False
         inside = getattr(state.model, "cliques", ()) if self.free_candidates else ()
         keep = mb <= limit
         if inside:
-            big_cands = [state.candidates[i] for i in big]
-            keep[big] = covered(state.domain, big_cands, inside)
-        return [r for r, k in zip(state.candidates, keep) if k]
+            keep[big] = covered(dom, [state.candidates[i] for i in big], inside)
+        return [r for r, k in zip(state.candidates, keep) if k], False
+
+    def candidates(self, state: RoundState, limit: float) -> list[Clique]:
+        """Candidates whose measurement keeps the loop model within ``limit`` MB (plus free ones),
+        every one checked (numpy batch of :meth:`PGM.model_sizes_mb`)."""
+        dom = state.domain
+        measured = measured_cliques(state.session, state.ctx.zeros)
+        inside = getattr(state.model, "cliques", ()) if self.free_candidates else ()
+        check = [r for r, free in zip(state.candidates, covered(dom, state.candidates, inside)) if not free]
+        sizes = self.loop.model_sizes_mb(dom, measured, check)
+        too_big = {r for r, size in zip(check, sizes) if size is not None and size > limit}
+        return [r for r in state.candidates if r not in too_big]
 
     def fit_check(self, state: RoundState, limit: float) -> Callable[[Clique], bool]:
         """Does measuring a clique keep the loop model within ``limit`` MB (or lie inside a clique
@@ -146,11 +163,12 @@ class AdaptiveSelector:
                 break
             state.t += 1
             limit = self.size_limit(state, plan)
-            cand_t = self.shortlist(state, limit)
+            cand_t, all_fit = self.shortlist(state, limit)
             options, scores, sens = self.score(state, cand_t, plan)
             # Gumbel-max walked in descending noisy score: the exponential mechanism over the
             # options that fit, with a handful of model-size checks instead of one per candidate
-            fits = self.fit_check(state, limit)
+            # (where every candidate was checked, the first option walked is the pick)
+            fits = (lambda r: True) if all_fit else self.fit_check(state, limit)
             pick = session.select_fitting(scores, plan.epsilon, sens, lambda i: fits(options[i].clique),
                                           what=f"{self.label} round {state.t} select")
             if pick is None:

@@ -5,9 +5,10 @@ Two cases for a marginal ``r`` in the downward closure of the workload:
 * supported (``r`` ⊆ some measured clique): the inverse-variance weighted average ȳ_r of every
   measurement covering ``r`` is unbiased with N(0, σ̄²) noise per cell, so
   ‖M_r(D) − ȳ_r‖₁ ≤ σ̄(√(2/π)·n_r + λ√n_r) with probability ≥ 1 − exp(−λ²/2);
-* unsupported: in the last round t where ``r`` was a candidate, the exponential mechanism's utility
-  guarantee and the lower tail of the selected measurement's L1 error bound
-  ‖M_r(D) − M_r(p̂_{t−1})‖₁ (SPEC §4.5, Theorem 4 / Corollary 5).
+* unsupported: in the latest round t whose model p̂_{t−1} was kept and where ``r`` was a candidate
+  (:func:`candidate_round`), the exponential mechanism's utility guarantee and the lower tail of
+  the selected measurement's L1 error bound ‖M_r(D) − M_r(p̂_{t−1})‖₁ (SPEC §4.5, Theorem 4 /
+  Corollary 5); with no such round, the trivial bound 2.
 
 Either is turned into a bound on ‖M_r(D)/N − s‖₁ for the normalised synthetic marginal s by the
 triangle inequality. Under add/remove N is private: it is replaced by the released estimate N̂ with

@@ -211,6 +211,13 @@ def model_sizes_mb(domain: Domain, base: Iterable[Sequence[str]], extra: Iterabl
     return [_size_mb(masks, k) for k in keys]
 
 
+def batch_sizes_exact(domain: Domain) -> bool:
+    """Whether :func:`model_sizes_mb` sizes many models at once in numpy on this domain (up to 62
+    attributes whose cell counts fit an int64): then checking every candidate of a round costs
+    milliseconds; on wider domains it is a Python loop per candidate."""
+    return _masks(domain).exact_int64
+
+
 # a round's candidates are sized together from this many unknown models on (numpy, all at once)
 BATCH_MIN = 8
 SIZE_CACHE = 100_000  # models' sizes kept per domain
