@@ -168,3 +168,20 @@ def test_aim_scores_batched_or_not_select_the_same(monkeypatch):
         mech = AIM(1.0, 1e-6, workload="all-3way", seed=3, iters=60, final_iters=100).fit(data)
         runs.append([m.attrs for m in mech.measurements_])
     assert runs[0] == runs[1] and len(runs[0]) > len(data.domain)
+
+
+@pytest.mark.parametrize("d,seed", [(6, 0), (30, 1), (90, 2), (200, 3)])
+def test_sizes_with_a_clique_by_components_equal_the_full_size(d, seed):
+    from privmarg.generate.pgm.junction_tree import SizesWith, model_size_mb
+
+    rng = np.random.default_rng(seed)
+    dom = Domain([f"a{i}" for i in range(d)], rng.integers(2, 9, size=d).tolist())
+    attrs = dom.attrs
+    # a base leaving some attributes out, with a few larger components
+    base = [(a,) for a in attrs[: d - 2]] + [dom.canonical(rng.choice(attrs, size=int(rng.integers(2, 4)),
+                                                                     replace=False)) for _ in range(d // 3)]
+    sizes = SizesWith(dom, base)
+    assert sizes.total == pytest.approx(model_size_mb(dom, base), rel=1e-12)
+    for _ in range(60):
+        r = dom.canonical(rng.choice(attrs, size=int(rng.integers(1, 5)), replace=False))
+        assert sizes.size_mb(r) == pytest.approx(model_size_mb(dom, base + [r]), rel=1e-12), r

@@ -12,7 +12,7 @@ from typing import Any
 
 from .generate.pgm import DTYPES, METHODS, PGM
 from .select.aim import AIMSelector
-from .select.aim_bounds import ErrorBound, aim_error_bound
+from .select.aim_bounds import ErrorBound, aim_error_bound, released_table
 from .select.compress import Compressed
 from .select.independent import IndependentSelector
 from .select.jam import LOOP as JAM_LOOP
@@ -91,7 +91,9 @@ class AIM(Synthesizer):
 
     def error_bounds(self, confidence: float = 0.95, synthetic=None) -> list[ErrorBound]:
         """:meth:`error_bound` for every marginal of the workload (no privacy cost)."""
-        return [self.error_bound(r, confidence, synthetic) for r, _ in self.workload_]
+        self._check_fitted()
+        table, sizes = released_table(self, synthetic), {}  # validated and sized once for all
+        return [aim_error_bound(self, r, confidence, table, sizes) for r, _ in self.workload_]
 
 
 class MST(Synthesizer):

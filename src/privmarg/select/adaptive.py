@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain, Measurement, downward_closure, parse_workload
-from ..generate.pgm.junction_tree import MB, batch_sizes_exact, covered
+from ..generate.pgm.junction_tree import MB, SizesWith, batch_sizes_exact, covered
 from ..measure import MeasurementSession
 from ..privacy import RoundPlan
 from .base import Clique, Context, Selection, default_loop, measured_cliques
@@ -138,6 +138,8 @@ class AdaptiveSelector:
         measured = measured_cliques(state.session, state.ctx.zeros)
         inside = list(getattr(state.model, "cliques", ())) if self.free_candidates else []
         memo: dict[Clique, bool] = {}
+        jt = hasattr(self.loop, "model_sizes_mb")  # a junction-tree model: sized by components
+        by_parts = SizesWith(dom, measured) if jt else None
 
         def fits(r: Clique) -> bool:
             hit = memo.get(r)
@@ -145,7 +147,7 @@ class AdaptiveSelector:
                 if inside and covered(dom, [r], inside)[0]:
                     hit = True
                 else:
-                    size = self.loop.model_size_mb(dom, measured + [r])
+                    size = by_parts.size_mb(r) if by_parts is not None else self.loop.model_size_mb(dom, measured + [r])
                     hit = size is None or size <= limit
                 memo[r] = hit
             return hit

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.stats import norm
 
 from ..core import Factor
-from ..generate.pgm.junction_tree import covered
+from ..generate.pgm.junction_tree import SizesWith, covered
 from .aim import _uncached
 
 _C = math.sqrt(2.0 / math.pi)
@@ -57,8 +57,8 @@ def _total_interval(measurements, fail: float) -> tuple[float, float]:
     return num / den, float(norm.ppf(1 - fail / 2) / math.sqrt(den))
 
 
-def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None) -> ErrorBound:
-    """See :meth:`privmarg.presets.AIM.error_bound`."""
+def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, sizes: dict | None = None) -> ErrorBound:
+    """See :meth:`privmarg.presets.AIM.error_bound`; ``sizes``: see :func:`candidate_round`."""
     if not 0 < confidence < 1:
         raise ValueError("confidence must be in (0, 1)")
     dom = mech.domain_
@@ -89,7 +89,7 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None) -> Er
         a = sbar * (_C * n_r + lam * math.sqrt(n_r)) + np.abs(ybar - n_hat * s).sum()
         supported, rnd = True, None
     else:
-        rnd = candidate_round(mech, r)
+        rnd = candidate_round(mech, r, sizes)
         if rnd is None:  # no kept round had it as a candidate: only the trivial bound holds
             return ErrorBound(attrs=r, supported=False, round=None, l1_bound=2.0, confidence=confidence)
         entry = mech.log_[rnd - 1]
@@ -111,34 +111,44 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None) -> Er
                       confidence=confidence)
 
 
-def candidate_round(mech, r: tuple[str, ...]) -> int | None:
+def candidate_round(mech, r: tuple[str, ...], sizes: dict | None = None) -> int | None:
     """The latest round with a kept model in which ``r`` was a candidate: inside a clique of that
     round's model, or small enough that measuring it kept the loop model within the round's size
-    limit (AIM's rule, recomputed from released cliques and public limits). None if no kept round."""
+    limit (AIM's rule, recomputed from released cliques and public limits). None if no kept round.
+    ``sizes``: a dict kept across calls (round -> that round's :class:`SizesWith`)."""
     dom = mech.domain_
-    loop = mech.selector.loop
-    zeros = [z.attrs for z in mech.zeros_]
+    sizes = {} if sizes is None else sizes
     for t in sorted(mech.round_models_, reverse=True):
         entry = mech.log_[t - 1]
-        model = mech.round_models_[t]
-        if covered(dom, [r], list(getattr(model, "cliques", ())))[0]:
+        if covered(dom, [r], list(getattr(mech.round_models_[t], "cliques", ())))[0]:
             return t
-        base = [m.attrs for m in mech.measurements_[:entry["n_measured"]]] + zeros
-        size = loop.model_size_mb(dom, base + [r])
-        if size is None or size <= entry["size_limit_mb"]:
+        if not hasattr(mech.selector.loop, "model_sizes_mb"):  # a loop with no size rule: every one fits
+            return t
+        if t not in sizes:
+            base = [m.attrs for m in mech.measurements_[:entry["n_measured"]]] + [z.attrs for z in mech.zeros_]
+            sizes[t] = SizesWith(dom, base)
+        if sizes[t].size_mb(r) <= entry["size_limit_mb"]:
             return t
     return None
 
 
-def _synthetic_marginal(mech, r, synthetic) -> np.ndarray:
-    from ..data import Dataset
+def released_table(mech, synthetic):
+    """The synthetic table the bounds are about, as a Dataset (validated once), or None for the
+    model's own marginals: ``synthetic`` if given, else the last ``sample()``."""
+    from ..data import Dataset  # late: data sits above select
 
     if synthetic is None:
         synthetic = getattr(mech, "last_sample_", None)
-    if synthetic is None:
+    if synthetic is None or isinstance(synthetic, Dataset):
+        return synthetic
+    return Dataset(np.asarray(synthetic), mech.domain_)
+
+
+def _synthetic_marginal(mech, r, synthetic) -> np.ndarray:
+    released = released_table(mech, synthetic)
+    if released is None:
         m = mech.model_.project(r)
     else:
-        released = synthetic if isinstance(synthetic, Dataset) else Dataset(np.asarray(synthetic), mech.domain_)
         m = released.project(r)  # the synthetic table: public
     total = m.sum()
     return m / total if total > 0 else m

@@ -82,14 +82,15 @@ def bit_masks(domain: Domain) -> _Masks:
     return _masks(domain)
 
 
-def _eliminate(masks: _Masks, cliques: list[int]) -> tuple[list[int], list[int]]:
+def _eliminate(masks: _Masks, cliques: list[int], within: int | None = None) -> tuple[list[int], list[int]]:
     """Greedy elimination (SPEC §3.3 step 2). Returns (order as attribute indices, elimination cliques).
 
     Each step eliminates the attribute whose neighbourhood (the union of the cliques holding it) has
     the fewest cells, the first in index order on ties. The unions are kept per attribute and updated
     in place: eliminating ``a`` with union ``U`` removes only cliques inside ``U`` and adds
     ``U − {a}``, so for every ``b`` in ``U − {a}`` the new union is ``(old & ~a) | (U − {a})`` and
-    the others do not change (AIM and JAM size hundreds of candidate models a round)."""
+    the others do not change (AIM and JAM size hundreds of candidate models a round). ``within``:
+    eliminate only these attributes (a bit mask; the cliques must lie inside it)."""
     n = len(masks.sizes)
     union = [0] * n
     for c in cliques:
@@ -101,10 +102,10 @@ def _eliminate(masks: _Masks, cliques: list[int]) -> tuple[list[int], list[int]]
             i += 1
     cells = masks.cells
     cost = [cells(u) if u else 1 for u in union]
-    unmarked = list(range(n))
+    unmarked = list(range(n)) if within is None else [i for i in range(n) if within >> i & 1]
     order: list[int] = []
     elim_cliques: list[int] = []
-    for _ in range(n):
+    for _ in range(len(unmarked)):
         best = min(unmarked, key=cost.__getitem__)  # the first of the cheapest, as in index order
         bit = 1 << best
         unmarked.remove(best)
@@ -281,6 +282,65 @@ def _size_mb(masks: _Masks, key: frozenset[int]) -> float:
             masks.sizes_mb.clear()
         masks.sizes_mb[key] = hit
     return hit
+
+
+class SizesWith:
+    """JT-SIZE of ``base + [r]`` for one base and many cliques ``r``, exactly as
+    :func:`model_size_mb`, by components: greedy elimination never looks across the graph's
+    connected components (a vertex's cost depends on its own component only, and ties go to the
+    lowest index within any component), so the size is the sum of the components' sizes, and adding
+    ``r`` changes only the components it touches (merged into one with ``r``). On wide domains with
+    small components, a check costs an elimination over those components, not the whole domain."""
+
+    def __init__(self, domain: Domain, base: Iterable[Sequence[str]]):
+        masks = self.masks = _masks(domain)
+        n = len(masks.sizes)
+        parent = list(range(n))
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        top = _maximal([masks.mask(c) for c in base])
+        for c in top:
+            low = (c & -c).bit_length() - 1
+            m, i = c, 0
+            while m:
+                if m & 1:
+                    parent[find(i)] = find(low)
+                m >>= 1
+                i += 1
+        self.root = [find(i) for i in range(n)]
+        self.cliques: dict[int, list[int]] = {}
+        for c in top:
+            self.cliques.setdefault(self.root[(c & -c).bit_length() - 1], []).append(c)
+        for i in range(n):  # an attribute in no clique is eliminated alone: a clique of its own
+            if self.root[i] == i and i not in self.cliques:
+                self.cliques[i] = [1 << i]
+        self.part = {k: self._part_mb(v) for k, v in self.cliques.items()}
+        self.total = sum(self.part.values())
+
+    def size_mb(self, clique: Sequence[str]) -> float:
+        m = self.masks.mask(clique)
+        touched = set()
+        rest, i = m, 0
+        while rest:
+            if rest & 1:
+                touched.add(self.root[i])
+            rest >>= 1
+            i += 1
+        merged = [c for k in touched for c in self.cliques[k] if c & m != c] + [m]
+        return self.total - sum(self.part[k] for k in touched) + self._part_mb(_maximal(merged))
+
+    def _part_mb(self, cliques: list[int]) -> float:
+        """JT-SIZE of one component: its own attributes eliminated, none else."""
+        within = 0
+        for c in cliques:
+            within |= c
+        _, elim = _eliminate(self.masks, cliques, within)
+        return 8.0 * sum(self.masks.cells(c) for c in _maximal(elim)) / MB
 
 
 def maximal_masks(domain: Domain, cliques: Sequence[int]) -> list[int]:
