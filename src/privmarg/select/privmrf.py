@@ -304,9 +304,10 @@ class PrivMRFSelector:
         """Maximal cliques of the attribute graph grown greedily on the noisy TVDs (step 3; public).
 
         From the empty graph, each step adds the non-edge ``ij`` whose graph ``state + ij``, once
-        triangulated by the junction tree's greedy elimination (:func:`~privmarg.generate.pgm.junction_tree.maximal_masks`), fits both
-        caps and scores highest (the first in ``np.triu_indices`` order on ties). The search is
-        :class:`~privmarg.select.privmrf_graph.GraphSearch`; its result is the plain one's (``tests/test_privmrf_graph.py``)."""
+        triangulated by the junction tree's greedy elimination (``junction_tree.maximal_masks``),
+        fits both caps and scores highest (the first in ``np.triu_indices`` order on ties). The
+        search is ``privmrf_graph.GraphSearch``; its result is the plain one's
+        (``tests/test_privmrf_graph.py``)."""
         state = GraphSearch(dom, np.asarray(tvd), self.max_clique_size, self.max_graph_cells,
                              self.size_penalty).run()
         return [tuple(a for k, a in enumerate(dom.attrs) if m >> k & 1) for m in state]
