@@ -185,3 +185,57 @@ def test_sizes_with_a_clique_by_components_equal_the_full_size(d, seed):
     for _ in range(60):
         r = dom.canonical(rng.choice(attrs, size=int(rng.integers(1, 5)), replace=False))
         assert sizes.size_mb(r) == pytest.approx(model_size_mb(dom, base + [r]), rel=1e-12), r
+
+
+def test_privbayes_reads_no_table_above_its_cap(monkeypatch):
+    from privmarg import PrivBayes
+    from privmarg.measure import MeasurementSession
+
+    rng = np.random.default_rng(0)
+    dom = Domain(["a", "b", "c", "d"], [150, 150, 150, 2])
+    data = Dataset(rng.integers(0, dom.shape, size=(300, 4)), dom)
+    cap = 1.0 * 2**20 / 8  # max_model_size=1 MB of float64 cells
+    asked = []
+    answers = MeasurementSession.answers
+
+    def spy(self, cliques):
+        asked.extend(dom.size(c) for c in cliques)
+        return answers(self, cliques)
+
+    monkeypatch.setattr(MeasurementSession, "answers", spy)
+    from privmarg.generate.pgm import PGM
+
+    PrivBayes(1.0, 1e-6, seed=0, degree=2, max_model_size=1.0, generator=PGM(iters=20)).fit(data)
+    assert asked and max(asked) <= cap
+
+
+def test_adaptive_edge_cases_a_loop_without_size_limit_and_nothing_that_fits():
+    from types import SimpleNamespace
+
+    from privmarg import MWEM
+    from privmarg.select.adaptive import AdaptiveSelector, RoundState
+
+    class NoLimit:  # a loop with no junction tree: every model size is unknown (None)
+        def model_size_mb(self, domain, cliques):
+            return None
+
+    dom = Domain(["a", "b", "c"], [30, 30, 30])
+    cands = [("a",), ("a", "b"), ("a", "b", "c")]
+    state = RoundState(SimpleNamespace(measurements=[]), SimpleNamespace(zeros=[]), dom, cands, {},
+                       model=SimpleNamespace(cliques=[]))
+    sel = AdaptiveSelector(loop=NoLimit())
+    short, all_fit = sel.shortlist(state, 1e-6)
+    assert short == cands and not all_fit and all(sel.fit_check(state, 1e-6)(r) for r in cands)
+    rng = np.random.default_rng(0)
+    data = Dataset(rng.integers(0, 30, size=(200, 3)), dom)
+    with pytest.raises(ValueError, match="no candidate fits"):
+        MWEM(1.0, 1e-6, seed=0, max_model_size=1e-6).fit(data)
+
+
+def test_sizes_with_an_empty_clique_in_the_base():
+    from privmarg.generate.pgm.junction_tree import SizesWith, model_size_mb
+
+    dom = Domain(["a", "b", "c"], [3, 4, 5])
+    sizes = SizesWith(dom, [()])
+    assert sizes.total == pytest.approx(model_size_mb(dom, [()]))
+    assert sizes.size_mb(("a", "c")) == pytest.approx(model_size_mb(dom, [(), ("a", "c")]))

@@ -194,7 +194,7 @@ def _sql_source(backend: str, path: str, dom: Domain, drop_unknown: bool, spark_
 
 
 #: keys of a round's log entry that stay out of the report (bulky, or timing, which grows with N)
-_ROUND_PRIVATE = ("candidates", "candidate_weights", "estimation_seconds")
+_ROUND_PRIVATE = ("estimation_seconds",)
 
 
 def _mb(v: float | None) -> str:

@@ -98,15 +98,17 @@ class AdaptiveSelector:
         return self.loop.generate(s.measurements, s.domain, zeros=ctx.zeros, total=ctx.total, warm=state.model)
 
     def shortlist(self, state: RoundState, limit: float) -> tuple[list[Clique], bool]:
-        """(candidates to score, whether they all fit). Where the loop sizes many models at once
-        cheaply (:func:`~privmarg.generate.pgm.junction_tree.batch_sizes_exact`), exactly those
-        whose measurement keeps the loop model within ``limit`` MB (plus the free ones: inside a
-        clique of the current model). Elsewhere (wide domains) a superset by a check on each
+        """(candidates to score, whether they all fit). Where the loop's junction tree sizes many
+        models at once cheaply (:func:`~privmarg.generate.pgm.junction_tree.batch_sizes_exact`),
+        exactly those whose measurement keeps the loop model within ``limit`` MB (plus the free
+        ones: inside a clique of the current model). On wide domains a superset by a check on each
         clique alone (its own float64 table within the limit, or free), cheap for 10^5 candidates;
-        the selection then checks the model size of the few it walks through (:meth:`run`).
-        Public: the domain and released cliques only."""
+        for a loop that is not a junction tree, every candidate. The selection then checks the model
+        size of the few it walks through (:meth:`run`). Public: the domain and released cliques only."""
         dom = state.domain
-        if hasattr(self.loop, "model_sizes_mb") and batch_sizes_exact(dom):
+        if not hasattr(self.loop, "model_sizes_mb"):  # not a junction tree: its own rule, checked lazily
+            return list(state.candidates), False
+        if batch_sizes_exact(dom):
             return self.candidates(state, limit), True
         mb = state.extra.get("candidate_mb")
         if mb is None:  # each candidate's own table (MB); the candidates are fixed for the run
@@ -166,6 +168,8 @@ class AdaptiveSelector:
             state.t += 1
             limit = self.size_limit(state, plan)
             cand_t, all_fit = self.shortlist(state, limit)
+            if not cand_t:
+                raise ValueError(f"no candidate fits in {limit:.3g} MB: raise max_model_size")
             options, scores, sens = self.score(state, cand_t, plan)
             # Gumbel-max walked in descending noisy score: the exponential mechanism over the
             # options that fit, with a handful of model-size checks instead of one per candidate

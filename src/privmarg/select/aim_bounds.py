@@ -122,12 +122,15 @@ def candidate_round(mech, r: tuple[str, ...], sizes: dict | None = None) -> int 
         entry = mech.log_[t - 1]
         if covered(dom, [r], list(getattr(mech.round_models_[t], "cliques", ())))[0]:
             return t
-        if not hasattr(mech.selector.loop, "model_sizes_mb"):  # a loop with no size rule: every one fits
-            return t
-        if t not in sizes:
-            base = [m.attrs for m in mech.measurements_[:entry["n_measured"]]] + [z.attrs for z in mech.zeros_]
-            sizes[t] = SizesWith(dom, base)
-        if sizes[t].size_mb(r) <= entry["size_limit_mb"]:
+        base = [m.attrs for m in mech.measurements_[:entry["n_measured"]]] + [z.attrs for z in mech.zeros_]
+        loop = mech.selector.loop
+        if hasattr(loop, "model_sizes_mb"):  # a junction tree: sized by components, once a round
+            if t not in sizes:
+                sizes[t] = SizesWith(dom, base)
+            size = sizes[t].size_mb(r)
+        else:
+            size = loop.model_size_mb(dom, base + [r])
+        if size is None or size <= entry["size_limit_mb"]:  # None: the loop has no size limit
             return t
     return None
 

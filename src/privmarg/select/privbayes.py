@@ -140,12 +140,14 @@ class PrivBayesSelector:
         for step in range(1, d):
             new = [tuple(sorted(p + (placed,), key=order.__getitem__)) for p in parsets if len(p) < self.degree]
             new_cells = np.array([float(dom.size(p)) for p in new])
-            tabs = session.answers([p + (x,) for x in dep for p in new])
-            k = 0
-            for x in dep:  # the answer is flat over (Π..., X): rows Π configurations, columns X values
-                scores = [dependence_score(tabs[k + j].reshape(dom.size(p), dom[x]).T) for j, p in enumerate(new)]
-                dep[x] = np.concatenate([dep[x], scores])
-                k += len(new)
+            # only tables within the cap are read (the others can never be candidates: score 0)
+            ask = [(x, j) for x in dep for j, p in enumerate(new) if new_cells[j] * dom[x] <= cap]
+            tabs = iter(session.answers([new[j] + (x,) for x, j in ask]))
+            scores = {x: np.zeros(len(new)) for x in dep}
+            for x, j in ask:  # the answer is flat over (Π..., X): rows Π configurations, columns X values
+                scores[x][j] = dependence_score(next(tabs).reshape(int(new_cells[j]), dom[x]).T)
+            for x in dep:
+                dep[x] = np.concatenate([dep[x], scores[x]])
             session.forget()  # the scores are kept; the tables are not needed again
             parsets += new
             par_cells = np.concatenate([par_cells, new_cells])

@@ -302,7 +302,8 @@ CAP, OVER, FITS = 0, 1, 2  # what _Trace.pair found
 class GraphSearch:
     """PrivMRF's greedy attribute graph (see the notes above): per pair ``ij`` (``np.triu_indices``
     order) the triangulation of comp(i) ∪ comp(j) + ij, kept until one of the two changes, with
-    component totals that shortlist the pairs scored the plain way."""
+    component totals that shortlist the pairs scored the plain way. ``tvd`` must be symmetric (PrivMRF
+    builds it so): pairs are read in either direction."""
 
     def __init__(self, dom: Domain, tvd: np.ndarray, cap_c: float, cap_g: float, penalty: float):
         d = self.d = len(dom)

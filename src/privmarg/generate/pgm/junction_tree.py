@@ -303,7 +303,7 @@ class SizesWith:
                 x = parent[x]
             return x
 
-        top = _maximal([masks.mask(c) for c in base])
+        top = [c for c in _maximal([masks.mask(c) for c in base]) if c]  # an empty clique sizes nothing
         for c in top:
             low = (c & -c).bit_length() - 1
             m, i = c, 0
