@@ -72,7 +72,7 @@ def load(name: str):
         return Dataset(df[list(dom.attrs)].to_numpy(), dom), dom, None
     if name == "pums":
         raw, schema = privmarg.datasets.load("pums")
-        return raw, schema, None
+        return raw[list(schema.names)], schema, None  # the person id is not in the schema
     raise SystemExit(f"unknown table {name!r}")
 
 
