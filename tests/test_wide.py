@@ -158,13 +158,13 @@ def test_batched_l1_errors_match_one_query_per_candidate():
 
 
 def test_aim_scores_batched_or_not_select_the_same(monkeypatch):
-    import privmarg.select.aim as aim_mod
+    import privmarg.select.adaptive as adaptive_mod
     from test_mechanisms import correlated_table
 
     data = correlated_table(n=2000)
     runs = []
     for threshold in (10**9, 0):  # one query per candidate, then every round batched
-        monkeypatch.setattr(aim_mod, "BATCH_CANDIDATES", threshold)
+        monkeypatch.setattr(adaptive_mod, "BATCH_CANDIDATES", threshold)
         mech = AIM(1.0, 1e-6, workload="all-3way", seed=3, iters=60, final_iters=100).fit(data)
         runs.append([m.attrs for m in mech.measurements_])
     assert runs[0] == runs[1] and len(runs[0]) > len(data.domain)

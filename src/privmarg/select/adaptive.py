@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain, Measurement, downward_closure, parse_workload
+from ..generate.pgm import GraphicalModel
+from ..generate.pgm.batch_queries import l1_errors
 from ..generate.pgm.junction_tree import MB, SizesWith, batch_sizes_exact, covered
 from ..measure import MeasurementSession
 from ..privacy import RoundPlan
@@ -204,6 +206,22 @@ class AdaptiveSelector:
         selection = self.final_selection(state)
         session.forget()  # the cached private answers are not needed any more (memory)
         return selection
+
+
+# candidates a round from which scoring batches its queries (below, batching costs more than it
+# saves: adult's 469 candidates take 9% longer batched; Caravan's 10^5, 42% less)
+BATCH_CANDIDATES = 5000
+
+
+def model_errors(model: Any, cands: list[Clique], answers: list[np.ndarray], project=None) -> np.ndarray:
+    """``‖answers[i] − M_{cands[i]}(model)‖₁`` for each candidate (counts). On a graphical model
+    with many candidates, those spanning its independent parts go in numpy batches
+    (:func:`~privmarg.generate.pgm.batch_queries.l1_errors`). Private (exact answers): for scores
+    that leave only through the exponential mechanism."""
+    project = project or model.project
+    if isinstance(model, GraphicalModel) and len(cands) >= BATCH_CANDIDATES:
+        return l1_errors(model, cands, answers, project)
+    return np.array([np.abs(a - project(r)).sum() for r, a in zip(cands, answers)])
 
 
 class ClosureCandidates:

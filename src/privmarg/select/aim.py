@@ -7,10 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..generate.pgm import GraphicalModel
-from ..generate.pgm.batch_queries import l1_errors
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
-from .adaptive import SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState
+from .adaptive import SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState, model_errors
 from .base import Selection, check_fraction, check_rounds
 
 
@@ -22,11 +20,6 @@ def _uncached(model):
     except (TypeError, ValueError):
         pass
     return model.project
-
-
-# candidates a round from which scoring batches its queries (below, batching costs more than it
-# saves: adult's 469 candidates take 9% longer batched; Caravan's 10^5, 42% less)
-BATCH_CANDIDATES = 5000
 
 
 class AIMSelector(ClosureCandidates, AdaptiveSelector):
@@ -89,11 +82,7 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         dom, w, model = state.domain, state.weights, state.model
         answers = state.session.answers(cands)
         project = _uncached(model)  # one query per candidate and model: caching them all costs memory
-        if isinstance(model, GraphicalModel) and len(cands) >= BATCH_CANDIDATES:
-            # wide tables: candidates across the model's independent parts in numpy batches
-            err = l1_errors(model, cands, answers, project)
-        else:
-            err = np.array([np.abs(a - project(r)).sum() for r, a in zip(cands, answers)])
+        err = model_errors(model, cands, answers, project)
         weight = np.array([w[r] for r in cands])
         cells = np.array([dom.size(r) for r in cands], dtype=float)
         scores = weight * (err - SQRT_2_OVER_PI * plan.sigma * cells)

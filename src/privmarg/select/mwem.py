@@ -8,7 +8,7 @@ import numpy as np
 
 from ..core import Domain, parse_workload
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
-from .adaptive import AdaptiveSelector, Option, RoundState
+from .adaptive import AdaptiveSelector, Option, RoundState, model_errors
 from .base import check_fraction, check_rounds
 
 
@@ -57,5 +57,6 @@ class MWEMSelector(AdaptiveSelector):
     def score(self, state: RoundState, cands, plan: RoundPlan):
         dom, w, model = state.domain, state.weights, state.model
         answers = state.session.answers(cands)
-        scores = np.array([w[r] * (np.abs(a - model.project(r)).sum() - dom.size(r)) for r, a in zip(cands, answers)])
+        err = model_errors(model, cands, answers)
+        scores = np.array([w[r] for r in cands]) * (err - np.array([dom.size(r) for r in cands], dtype=float))
         return [Option(r) for r in cands], scores, score_sensitivity(state.session.neighbour, max(w[r] for r in cands))
