@@ -89,3 +89,12 @@ def test_pgm_refuses_a_model_too_large_for_memory_before_fitting(monkeypatch):
     monkeypatch.setattr("privmarg.memory.available_memory", lambda: int(need) + 1)
     gen_mod.PGM(iters=5).generate(ms, dom, total=100.0)
     assert called == [1]
+
+
+def test_the_loop_model_holds_no_marginals_after_the_final_fit():
+    data = correlated_table(n=2000)
+    mech = AIM(1.0, 1e-6, workload="all-2way", seed=0, iters=40, final_iters=60).fit(data)
+    loop = mech.selection_.model
+    assert loop._marginals is None and not loop._cache  # dropped before the final fit
+    r = mech.model_.cliques[0]
+    assert np.allclose(loop.project(r).sum(), loop.total)  # recomputed from the potentials on demand

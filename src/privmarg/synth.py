@@ -186,6 +186,9 @@ class Synthesizer(Released):
         self.measurements_: list[Measurement] = list(selection.released or selection.measurements)
         self.log_ = session.rounds
         seed = np.random.SeedSequence(int(sample_rng.integers(2**63)))  # data-independent
+        drop = getattr(selection.model, "drop_marginals", None)
+        if drop is not None:  # the final fit needs only its potentials: a model's size less at the peak
+            drop()
         model = self.generator.generate(selection.measurements, selection.domain, zeros=self.zeros_,
                                         total=ctx.total, warm=selection.model, seed=seed, progress=ctx.progress,
                                         **selection.hints)

@@ -318,6 +318,13 @@ class GraphicalModel:
         self._conditionals = {}
         self._pieces, self._piece_cells = {}, 0
 
+    def drop_marginals(self) -> None:
+        """Forget the clique marginals and every cache (recomputed from the potentials on the next
+        query); warm-start potentials stay. Frees about a model's size before a fit that starts
+        from this one."""
+        self._marginals = None
+        self.clear_cache()
+
     def compact(self) -> "GraphicalModel":
         """The same model holding its log potentials only (about half the memory, no projection
         cache, no warm-start potentials); the marginals are recomputed from the potentials on the
