@@ -12,7 +12,7 @@ from typing import Any
 
 from .generate.pgm import DTYPES, METHODS, PGM
 from .select.aim import AIMSelector
-from .select.aim_bounds import ErrorBound, aim_error_bound, released_table
+from .select.aim_bounds import BoundWork, ErrorBound, aim_error_bound, released_table
 from .select.compress import Compressed
 from .select.independent import IndependentSelector
 from .select.jam import LOOP as JAM_LOOP
@@ -92,8 +92,8 @@ class AIM(Synthesizer):
     def error_bounds(self, confidence: float = 0.95, synthetic=None) -> list[ErrorBound]:
         """:meth:`error_bound` for every marginal of the workload (no privacy cost)."""
         self._check_fitted()
-        table, sizes = released_table(self, synthetic), {}  # validated and sized once for all
-        return [aim_error_bound(self, r, confidence, table, sizes) for r, _ in self.workload_]
+        table, work = released_table(self, synthetic), BoundWork()  # validated once, shared by all
+        return [aim_error_bound(self, r, confidence, table, work) for r, _ in self.workload_]
 
 
 class MST(Synthesizer):

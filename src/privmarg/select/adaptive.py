@@ -137,26 +137,9 @@ class AdaptiveSelector:
 
     def fit_check(self, state: RoundState, limit: float) -> Callable[[Clique], bool]:
         """Does measuring a clique keep the loop model within ``limit`` MB (or lie inside a clique
-        of the current model)? Asked of a few candidates a round (see :meth:`run`), remembered."""
-        dom = state.domain
-        measured = measured_cliques(state.session, state.ctx.zeros)
+        of the current model)? Asked of a few candidates a round (see :meth:`run`)."""
         inside = list(getattr(state.model, "cliques", ())) if self.free_candidates else []
-        memo: dict[Clique, bool] = {}
-        jt = hasattr(self.loop, "model_sizes_mb")  # a junction-tree model: sized by components
-        by_parts = SizesWith(dom, measured) if jt else None
-
-        def fits(r: Clique) -> bool:
-            hit = memo.get(r)
-            if hit is None:
-                if inside and covered(dom, [r], inside)[0]:
-                    hit = True
-                else:
-                    size = by_parts.size_mb(r) if by_parts is not None else self.loop.model_size_mb(dom, measured + [r])
-                    hit = size is None or size <= limit
-                memo[r] = hit
-            return hit
-
-        return fits
+        return fit_rule(state.domain, self.loop, measured_cliques(state.session, state.ctx.zeros), inside, limit)
 
     def run(self, session: MeasurementSession, ctx: Context) -> Selection:
         dom = session.domain
@@ -206,6 +189,30 @@ class AdaptiveSelector:
         selection = self.final_selection(state)
         session.forget()  # the cached private answers are not needed any more (memory)
         return selection
+
+
+def fit_rule(domain: Domain, loop: Any, base: list[Clique], inside: list[Clique], limit: float
+             ) -> Callable[[Clique], bool]:
+    """The adaptive rounds' candidate rule as a remembered test: a clique is a candidate when it
+    lies inside one of ``inside`` (the current model's cliques) or when ``loop``'s model over
+    ``base`` plus it stays within ``limit`` MB (a size of None: the loop has no limit). A junction
+    tree is sized by components (:class:`~privmarg.generate.pgm.junction_tree.SizesWith`). Public:
+    the domain, released cliques and the limit only. AIM's error bounds ask it again afterwards."""
+    by_parts = SizesWith(domain, base) if hasattr(loop, "model_sizes_mb") else None
+    memo: dict[Clique, bool] = {}
+
+    def fits(r: Clique) -> bool:
+        hit = memo.get(r)
+        if hit is None:
+            if inside and covered(domain, [r], inside)[0]:
+                hit = True
+            else:
+                size = by_parts.size_mb(r) if by_parts is not None else loop.model_size_mb(domain, base + [r])
+                hit = size is None or size <= limit
+            memo[r] = hit
+        return hit
+
+    return fits
 
 
 # candidates a round from which scoring batches its queries (below, batching costs more than it

@@ -86,17 +86,16 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         weight = np.array([w[r] for r in cands])
         cells = np.array([dom.size(r) for r in cands], dtype=float)
         scores = weight * (err - SQRT_2_OVER_PI * plan.sigma * cells)
-        sens = score_sensitivity(state.session.neighbour, max(w[r] for r in cands))
-        return [Option(r) for r in cands], scores, sens
+        return [Option(r) for r in cands], scores, score_sensitivity(state.session.neighbour, float(weight.max()))
 
     def after(self, state: RoundState, option: Option, plan: RoundPlan, before, entry: dict, prev) -> None:
         r = option.clique
-        self._keep_round_model(state, prev, entry)
+        self._keep_round_model(state, prev)
         if np.abs(state.model.project(r) - before).sum() <= SQRT_2_OVER_PI * plan.sigma * state.domain.size(r):
             x = state.extra
             x["plan"] = RoundPlan(plan.sigma / 2, plan.epsilon * 2)
 
-    def _keep_round_model(self, state: RoundState, prev, entry: dict) -> None:
+    def _keep_round_model(self, state: RoundState, prev) -> None:
         """Keep p̂_{t-1} for the error bounds, compactly (log potentials only): the latest round's
         always, earlier ones while they hold at most a quarter of ``max_model_size`` MB together,
         newest first. The bound of an unsupported marginal reads the latest kept round where it was

@@ -19,13 +19,13 @@ takes a tenth of the failure probability.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy.stats import norm
 
 from ..core import Factor
-from ..generate.pgm.junction_tree import SizesWith, covered
+from .adaptive import fit_rule
 from .aim import _uncached
 
 _C = math.sqrt(2.0 / math.pi)
@@ -57,8 +57,19 @@ def _total_interval(measurements, fail: float) -> tuple[float, float]:
     return num / den, float(norm.ppf(1 - fail / 2) / math.sqrt(den))
 
 
-def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, sizes: dict | None = None) -> ErrorBound:
-    """See :meth:`privmarg.presets.AIM.error_bound`; ``sizes``: see :func:`candidate_round`."""
+@dataclass
+class BoundWork:
+    """What the bounds of one release share (:meth:`privmarg.presets.AIM.error_bounds` asks 10^5
+    on wide tables): the N̂ interval per failure share, each round's candidate rule."""
+
+    totals: dict[float, tuple[float, float]] = field(default_factory=dict)
+    rules: dict = field(default_factory=dict)
+
+
+def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, work: BoundWork | None = None
+                    ) -> ErrorBound:
+    """See :meth:`privmarg.presets.AIM.error_bound`; ``work``: shared by the bounds of one release."""
+    work = BoundWork() if work is None else work
     if not 0 < confidence < 1:
         raise ValueError("confidence must be in (0, 1)")
     dom = mech.domain_
@@ -72,7 +83,9 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, sizes
     if public_n:
         n_hat, dn = float(mech.public_rows_), 0.0
     else:
-        n_hat, dn = _total_interval(mech.measurements_, beta_n)
+        if beta_n not in work.totals:
+            work.totals[beta_n] = _total_interval(mech.measurements_, beta_n)
+        n_hat, dn = work.totals[beta_n]
     s = _synthetic_marginal(mech, r, synthetic)  # normalised, sums to 1
     rs = set(r)
     covering = [m for m in mech.measurements_ if rs <= set(m.attrs)]
@@ -89,7 +102,7 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, sizes
         a = sbar * (_C * n_r + lam * math.sqrt(n_r)) + np.abs(ybar - n_hat * s).sum()
         supported, rnd = True, None
     else:
-        rnd = candidate_round(mech, r, sizes)
+        rnd = candidate_round(mech, r, work.rules)
         if rnd is None:  # no kept round had it as a candidate: only the trivial bound holds
             return ErrorBound(attrs=r, supported=False, round=None, l1_bound=2.0, confidence=confidence)
         entry = mech.log_[rnd - 1]
@@ -111,26 +124,18 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, sizes
                       confidence=confidence)
 
 
-def candidate_round(mech, r: tuple[str, ...], sizes: dict | None = None) -> int | None:
-    """The latest round with a kept model in which ``r`` was a candidate: inside a clique of that
-    round's model, or small enough that measuring it kept the loop model within the round's size
-    limit (AIM's rule, recomputed from released cliques and public limits). None if no kept round.
-    ``sizes``: a dict kept across calls (round -> that round's :class:`SizesWith`)."""
-    dom = mech.domain_
-    sizes = {} if sizes is None else sizes
+def candidate_round(mech, r: tuple[str, ...], rules: dict | None = None) -> int | None:
+    """The latest round with a kept model in which ``r`` was a candidate, by the rounds' own rule
+    (:func:`~privmarg.select.adaptive.fit_rule`, recomputed from released cliques and public
+    limits); None if no kept round. ``rules``: a dict kept across calls (round -> its rule)."""
+    rules = {} if rules is None else rules
     for t in sorted(mech.round_models_, reverse=True):
-        entry = mech.log_[t - 1]
-        if covered(dom, [r], list(getattr(mech.round_models_[t], "cliques", ())))[0]:
-            return t
-        base = [m.attrs for m in mech.measurements_[:entry["n_measured"]]] + [z.attrs for z in mech.zeros_]
-        loop = mech.selector.loop
-        if hasattr(loop, "model_sizes_mb"):  # a junction tree: sized by components, once a round
-            if t not in sizes:
-                sizes[t] = SizesWith(dom, base)
-            size = sizes[t].size_mb(r)
-        else:
-            size = loop.model_size_mb(dom, base + [r])
-        if size is None or size <= entry["size_limit_mb"]:  # None: the loop has no size limit
+        if t not in rules:
+            entry = mech.log_[t - 1]
+            base = [m.attrs for m in mech.measurements_[:entry["n_measured"]]] + [z.attrs for z in mech.zeros_]
+            inside = list(getattr(mech.round_models_[t], "cliques", ()))
+            rules[t] = fit_rule(mech.domain_, mech.selector.loop, base, inside, entry["size_limit_mb"])
+        if rules[t](r):
             return t
     return None
 

@@ -57,6 +57,6 @@ class MWEMSelector(AdaptiveSelector):
     def score(self, state: RoundState, cands, plan: RoundPlan):
         dom, w, model = state.domain, state.weights, state.model
         answers = state.session.answers(cands)
-        err = model_errors(model, cands, answers)
-        scores = np.array([w[r] for r in cands]) * (err - np.array([dom.size(r) for r in cands], dtype=float))
-        return [Option(r) for r in cands], scores, score_sensitivity(state.session.neighbour, max(w[r] for r in cands))
+        weight = np.array([w[r] for r in cands])
+        scores = weight * (model_errors(model, cands, answers) - np.array([dom.size(r) for r in cands], dtype=float))
+        return [Option(r) for r in cands], scores, score_sensitivity(state.session.neighbour, float(weight.max()))
