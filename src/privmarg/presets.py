@@ -26,7 +26,7 @@ from .synth import Synthesizer
 # A refit costs one belief-propagation pass per iteration, linear in the model's size: on fire's
 # 20-80 MB models 250 iterations a round took 4-7 min a fit and gave no lower error than 50
 # (benchmarks/RESULTS.md, "AIM on fire in minutes"); models up to 4 MB (adult) are unaffected.
-AIM_WORK_MB = 1000.0
+AIM_WORK_MB = 100.0
 
 
 class AIM(Synthesizer):
@@ -34,7 +34,8 @@ class AIM(Synthesizer):
 
     ``workload`` ("all-3way", "all-2way:target=col", a JSON path or a list of cliques / (cliques,
     weight)); ``max_model_size`` in MB (2**20 bytes) of the final junction tree; ``rounds`` (T, sizing
-    the initial split; default 16·d); ``alpha`` the share of each round for measurement; ``iters``
+    the initial split; default 16·d, fewer for workloads of over 1,000 marginals:
+    :func:`~privmarg.select.aim.default_rounds`); ``alpha`` the share of each round for measurement; ``iters``
     mirror-descent iterations per round (warm started) and ``final_iters`` for the last fit;
     ``refit_method``: the estimator's step rule for every fit (``"momentum"``, the default;
     ``"md"``, plain mirror descent, whose cold first fit is preconditioned; or ``"precond"``).
@@ -50,19 +51,19 @@ class AIM(Synthesizer):
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
                  max_model_size: float = 80.0, rounds: int | None = None, alpha: float = 0.9,
                  iters: int = 250, final_iters: int = 1000, tol: float = 1e-4, refit_method: str = "momentum",
-                 work_mb: float | None = AIM_WORK_MB, generator: Any = None, **kw):
+                 work_mb: float | None = AIM_WORK_MB, fit_new: bool = True, generator: Any = None, **kw):
         if refit_method not in METHODS:
             raise ValueError(f"refit_method must be one of {METHODS}")
         self.workload, self.max_model_size, self.rounds, self.alpha = workload, float(max_model_size), rounds, alpha
         self.iters, self.final_iters, self.tol, self.refit_method = iters, final_iters, tol, refit_method
-        self.work_mb = work_mb
+        self.work_mb, self.fit_new = work_mb, fit_new
         loop = PGM(iters=iters, tol=tol, method=refit_method,
                    cold_method="precond" if refit_method == "md" else refit_method,
-                   work_mb=work_mb, min_iters=min(50, iters))
+                   work_mb=work_mb, min_iters=min(20, iters), fit_new=fit_new)
         sel = AIMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, loop=loop)
         gen = generator if generator is not None else PGM(
             iters=final_iters, tol=tol / 10, method=refit_method,
-            work_mb=None if work_mb is None else 4 * work_mb, min_iters=min(300, final_iters))
+            work_mb=None if work_mb is None else 4 * work_mb, min_iters=min(100, final_iters))
         super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
 
     def fit(self, *args, **kw) -> "AIM":

@@ -348,6 +348,12 @@ MOMENTUM_GROW = 1.01  # step growth per accepted momentum step once a step has b
 PRECOND_GROW, PRECOND_SHRINK = 1.5, 0.2
 LOG_STEP_CAP = 8.0  # largest preconditioned move of one cell's log-potential per step (e^8 ≈ 3000×)
 DTYPES = ("float64", "float32")  # precisions of belief propagation's tables
+# A warm start's new cliques take one proportional-fitting step before the optimiser: each cell's
+# log-potential moves by log(target / model), targets and model floored at one record and the move
+# capped at ±NEW_CLIQUE_CAP (a noisy target can be ≤ 0; the optimiser refines what the step sets)
+NEW_CLIQUE_FLOOR = 1.0
+NEW_CLIQUE_CAP = 3.0
+NEW_CLIQUE_TRIES = 4  # the step, then halved until it lowers the loss
 EXP_SPACE = True  # trees with big cliques: belief propagation from products of exponentials
 
 
@@ -357,7 +363,7 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
              extra_cliques: Iterable[Sequence[str]] = (),
              step: float | None = None, grow: float = 2.0, method: str = "momentum",
              dtype: str = "float64", callback: Callable[[int, float], None] | None = None,
-             precond_step: float | None = None) -> GraphicalModel:
+             precond_step: float | None = None, fit_new: bool = False) -> GraphicalModel:
     """Fit the graphical model minimising the Private-PGM loss (post-processing: no privacy cost).
 
     ``total``: the record count if public (replace-one), else estimated from the measurements.
@@ -368,7 +374,10 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     descent with heavy-ball momentum and adaptive restart, one belief-propagation pass per step),
     ``"md"`` (entropic mirror descent with an Armijo line search, SPEC §3.6 A) or ``"precond"`` (a
     diagonally preconditioned step, falling back to mirror descent; ``precond_step``: its initial
-    relative step, 0.5 by default; pass ``model.precond_step`` of the warm-start model). ``dtype``: precision of the
+    relative step, 0.5 by default; pass ``model.precond_step`` of the warm-start model). ``fit_new``:
+    with ``warm``, first move each newly measured clique (identity queries) to its measured marginal
+    by one proportional-fitting step, kept only if it lowers the loss: the optimiser then starts
+    where the new measurement is already explained, not where it is ignored. ``dtype``: precision of the
     clique tables (θ, μ, messages): ``"float32"`` halves the memory and roughly the time of a
     belief-propagation pass, at ~1e-6 relative error in the marginals (cells below e^-87 of their
     clique's largest flush to zero); the potentials and the loss stay float64. Returns a :class:`GraphicalModel` with
@@ -497,6 +506,19 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
         return np.clip(g / (prob.curv * (np.maximum(x, 0.0) + smooth)), -LOG_STEP_CAP, LOG_STEP_CAP)
 
     mu, loss, grads, xs = evaluate(phi)
+    new = [r for r in keys if r not in warm_vals] if fit_new and warm_vals else []
+    if new:
+        step_new = _new_clique_step(prob, new, phi, xs)
+        for _ in range(NEW_CLIQUE_TRIES if step_new is not None else 0):
+            res = None
+            res = evaluate(phi + step_new, trial=True)
+            if res is not None and res[1] < loss:
+                phi = phi + step_new
+                mu = None  # back to the pool before taking the new state
+                mu, loss, grads, xs = res
+                break
+            step_new *= 0.5
+        res = None
     history = [loss]
     converged = not prob.measured.any()
     it = 0
@@ -583,6 +605,21 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     model.info = FitInfo(loss=loss, iterations=it, seconds=time.perf_counter() - t0,
                          converged=converged, history=history, evaluations=n_eval[0])
     return model
+
+
+def _new_clique_step(prob: _Problem, new: list[tuple[str, ...]], phi: np.ndarray, xs: np.ndarray) -> np.ndarray | None:
+    """One proportional-fitting move of each new clique's potential towards its measured marginal
+    (cells measured by identity queries only), or None when no new clique has one."""
+    step = np.zeros_like(phi)
+    moved = False
+    for r in new:
+        sl = prob.slices[r]
+        if not (prob.W[sl] > 0).all():
+            continue
+        target = np.maximum(prob.ybar[sl], NEW_CLIQUE_FLOOR)
+        step[sl] = np.clip(np.log(target / np.maximum(xs[sl], NEW_CLIQUE_FLOOR)), -NEW_CLIQUE_CAP, NEW_CLIQUE_CAP)
+        moved = True
+    return step if moved else None
 
 
 def _momentum(evaluate, state, alpha, grow, iters, tol, history, callback, floor):

@@ -57,19 +57,21 @@ class PGM:
     fit would not fit in the memory available raises :class:`ModelTooLarge` before the fit starts.
     ``dtype``: precision of belief propagation's tables, ``"float64"`` or ``"float32"`` (about
     half the time and memory, ~1e-6 relative error in the marginals; see :func:`estimate`).
-    Post-processing: no privacy cost.
+    ``fit_new``: a warm-started fit first moves each newly measured clique to its measurement by
+    one proportional-fitting step (see :func:`estimate`). Post-processing: no privacy cost.
     """
 
     name = "pgm"
 
     def __init__(self, iters: int = 1000, tol: float = 1e-7, method: str = "momentum", cold_method: str | None = None,
-                 work_mb: float | None = None, min_iters: int = 0, dtype: str = "float64"):
+                 work_mb: float | None = None, min_iters: int = 0, dtype: str = "float64", fit_new: bool = False):
         for m in (method, cold_method or method):
             if m not in METHODS:
                 raise ValueError(f"method must be one of {METHODS}")
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
         self.dtype = dtype
+        self.fit_new = bool(fit_new)
         if iters < 0:
             raise ValueError("iters must be >= 0")
         self.iters = int(iters)
@@ -85,7 +87,8 @@ class PGM:
 
     def get_params(self) -> dict:
         return {"iters": self.iters, "tol": self.tol, "method": self.method, "cold_method": self.cold_method,
-                "work_mb": self.work_mb, "min_iters": self.min_iters, "dtype": self.dtype}
+                "work_mb": self.work_mb, "min_iters": self.min_iters, "dtype": self.dtype,
+                "fit_new": self.fit_new}
 
     def iterations_for(self, domain: Domain, cliques: Sequence[Sequence[str]]) -> int:
         """The iteration cap of a fit over ``cliques``: ``iters``, lowered to ``work_mb / size``
@@ -106,7 +109,8 @@ class PGM:
         kw = dict(method=self.cold_method or self.method)
         if isinstance(warm, GraphicalModel) and warm.domain == domain:
             kw = dict(warm=warm.potentials, step=warm.step_size, method=self.method,
-                      precond_step=getattr(warm, "precond_step", None))  # models saved before it lack it
+                      precond_step=getattr(warm, "precond_step", None),  # models saved before it lack it
+                      fit_new=self.fit_new)
         cliques = [m.attrs for m in measurements if m.attrs] + [z.attrs for z in zeros]
         iters = self._capped(check_fit_memory(domain, cliques))  # the tree's size, computed once
         return estimate(domain, measurements, total=total, iters=iters, tol=self.tol, zeros=zeros, dtype=self.dtype,
