@@ -814,3 +814,77 @@ def test_einsum_contracts_two_tables_at_a_time_with_the_same_answers(monkeypatch
     J = model_joint(model)
     for attrs in itertools.combinations(dom.attrs, 3):
         np.testing.assert_allclose(model.project(attrs, cache=False), joint_marginal(J, dom, attrs), rtol=1e-8, atol=1e-8)
+
+
+def _round_case(seed, new_sigma=2.0):
+    """An AIM-like round on a tiny domain: a fit of two marginals, then a third, precise one."""
+    rng, dom, P = random_case(seed, 4)
+    N = 5000.0
+    old = [Measurement(c, joint_marginal(P, dom, c) * N + rng.normal(0, 20, dom.size(c)), 20.0)
+           for c in [("a", "b"), ("c", "d")]]
+    new = Measurement(("b", "c"), joint_marginal(P, dom, ("b", "c")) * N + rng.normal(0, new_sigma, dom.size(("b", "c"))),
+                      new_sigma)
+    first = estimate(dom, old, total=N, iters=2000, tol=1e-12)
+    return dom, old + [new], first, N
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fit_new_starts_where_the_new_clique_is_explained(seed):
+    """A warm refit with ``fit_new`` starts (before any optimiser step) at a lower loss than the
+    warm start as it is, with the new clique's model marginal moved to its measurement; with no
+    new clique it changes nothing; and it reaches the same optimum."""
+    dom, ms, first, N = _round_case(seed)
+    plain = estimate(dom, ms, total=N, iters=0, warm=first.potentials)
+    moved = estimate(dom, ms, total=N, iters=0, warm=first.potentials, fit_new=True)
+    assert moved.info.loss < 0.5 * plain.info.loss
+    y = ms[-1].y
+    assert np.abs(moved.project(("b", "c")) - y).sum() < 0.5 * np.abs(plain.project(("b", "c")) - y).sum()
+    # nothing new: the same fit bit for bit
+    again = estimate(dom, ms[:2], total=N, iters=5, warm=first.potentials, fit_new=True)
+    same = estimate(dom, ms[:2], total=N, iters=5, warm=first.potentials)
+    assert again.info.history == same.info.history
+    # a fit from either start reaches the same optimum
+    full = [estimate(dom, ms, total=N, iters=3000, tol=1e-13, warm=first.potentials, fit_new=f) for f in (False, True)]
+    assert full[1].info.loss == pytest.approx(full[0].info.loss, rel=1e-6)
+    short = [estimate(dom, ms, total=N, iters=10, warm=first.potentials, fit_new=f) for f in (False, True)]
+    assert short[1].info.loss < short[0].info.loss
+
+
+def test_fit_new_step_is_floored_capped_and_only_kept_when_it_helps(monkeypatch):
+    """The step is log(max(ȳ, 1) / max(x, 1)) capped at ±3 per cell; a step that would raise the
+    loss is halved, and dropped after the last try (the fit then starts from the warm start)."""
+    mod = estimation_module
+    dom, ms, first, N = _round_case(3)
+    seen = []
+    real = mod._new_clique_step
+
+    def spy(prob, new, phi, xs):
+        step = real(prob, new, phi, xs)
+        sl = prob.slices[new[0]]
+        expect = np.clip(np.log(np.maximum(prob.ybar[sl], 1.0) / np.maximum(xs[sl], 1.0)), -3, 3)
+        np.testing.assert_allclose(step[sl], expect)
+        assert not step[np.setdiff1d(np.arange(step.size), np.arange(step.size)[sl])].any()
+        seen.append(new)
+        return step
+
+    monkeypatch.setattr(mod, "_new_clique_step", spy)
+    estimate(dom, ms, total=N, iters=0, warm=first.potentials, fit_new=True)
+    assert seen == [[("b", "c")]]
+
+    # a step that only ever raises the loss is dropped: the fit starts from the warm start
+    monkeypatch.setattr(mod, "_new_clique_step", lambda prob, new, phi, xs: np.full_like(phi, 50.0))
+    bad = estimate(dom, ms, total=N, iters=0, warm=first.potentials, fit_new=True)
+    plain = estimate(dom, ms, total=N, iters=0, warm=first.potentials)
+    assert bad.info.loss == pytest.approx(plain.info.loss, rel=1e-12)  # summation order only
+
+
+def test_pgm_generator_passes_fit_new_on_warm_starts_only():
+    from privmarg import PGM
+
+    dom, ms, first, N = _round_case(4)
+    gen = PGM(iters=0, fit_new=True)
+    assert gen.get_params()["fit_new"] is True and gen.clone().fit_new is True
+    warm = gen.generate(ms, dom, total=N, warm=first)
+    direct = estimate(dom, ms, total=N, iters=0, warm=first.potentials, step=first.step_size, fit_new=True)
+    assert warm.info.loss == pytest.approx(direct.info.loss, rel=1e-12)
+    assert gen.generate(ms, dom, total=N).info.loss == pytest.approx(estimate(dom, ms, total=N, iters=0).info.loss, rel=1e-12)

@@ -239,3 +239,34 @@ def test_sizes_with_an_empty_clique_in_the_base():
     sizes = SizesWith(dom, [()])
     assert sizes.total == pytest.approx(model_size_mb(dom, [()]))
     assert sizes.size_mb(("a", "c")) == pytest.approx(model_size_mb(dom, [(), ("a", "c")]))
+
+
+def test_default_rounds_keep_the_papers_T_up_to_1000_candidates_then_shrink():
+    from privmarg.select.aim import PAPER_CANDIDATES, default_rounds
+
+    for d, k in [(9, 129), (15, 575), (16, 696), (17, 833), (14, 469)]:
+        assert default_rounds(d, k) == 16 * d
+    assert default_rounds(20, PAPER_CANDIDATES) == 320
+    # K = C(86,3) + C(86,2) + 86: Caravan's all-3way closure
+    k = 102340 + 3655 + 86
+    assert default_rounds(86, k) == round(16 * 86 * (np.log(1000) / np.log(k)) ** 2) == 490
+    ts = [default_rounds(50, k) for k in np.geomspace(10, 10**9, 40).astype(int)]
+    assert all(a >= b for a, b in zip(ts, ts[1:])) and min(ts) >= 50
+    assert default_rounds(600, 10**300) == 600  # never fewer rounds than attributes
+
+
+def test_aim_sizes_its_first_measurements_with_the_default_rounds():
+    """20 binary attributes, all-3way: 1,350 candidates, so T = round(320 (ln 1000 / ln 1350)²) =
+    294 and each initial 1-way marginal is measured with round_plan(ρ, α, Δ₂, 294).σ; a given
+    ``rounds`` overrides it."""
+    from privmarg.privacy import round_plan
+    from privmarg.select.aim import default_rounds
+
+    dom = Domain([f"x{i}" for i in range(20)], [2] * 20)
+    data = Dataset(np.random.default_rng(0).integers(0, 2, size=(300, 20)), dom)
+    assert default_rounds(20, 1350) == 294
+    for rounds, T in [(None, 294), (100, 100)]:
+        m = AIM(1.0, 1e-9, seed=0, rounds=rounds).fit(data, dom)
+        sigma = round_plan(m.rho_total, 0.9, 1.0, T).sigma
+        first = [x for x in m.measurements_ if len(x.attrs) == 1][:20]
+        assert len(first) == 20 and all(x.sigma == pytest.approx(sigma) for x in first)
