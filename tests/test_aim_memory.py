@@ -98,3 +98,32 @@ def test_the_loop_model_holds_no_marginals_after_the_final_fit():
     assert loop._marginals is None and not loop._cache  # dropped before the final fit
     r = mech.model_.cliques[0]
     assert np.allclose(loop.project(r).sum(), loop.total)  # recomputed from the potentials on demand
+
+
+def test_cached_private_answers_are_compact_read_only_and_exact():
+    """The session caches every scored candidate's exact marginal: whole counts below 2²⁴ as
+    float32 (half the memory), anything else as float64; read-only, equal to the source's answers."""
+    import numpy as np
+
+    from privmarg.core import Domain
+    from privmarg.data import Dataset, MemorySource
+    from privmarg.measure import MeasurementSession
+    from privmarg.privacy import Accountant
+
+    dom = Domain(("a", "b", "c"), (3, 4, 5))
+    src = MemorySource(Dataset(np.random.default_rng(1).integers(0, 3, size=(700, 3)), dom))
+    s = MeasurementSession(src, Accountant(1.0), np.random.default_rng(2))
+    cliques = [("a", "b"), ("c",), ("b", "a", "c")]
+    got = s.answers(cliques)
+    for a, want in zip(got, src.marginals(cliques)):
+        assert a.dtype == np.float32 and not a.flags.writeable
+        np.testing.assert_array_equal(a, want)
+    assert s.answers([("a", "b")])[0] is got[0]  # served from the cache
+
+    class Weighted(MemorySource):
+        def marginals(self, cliques):
+            return [m * 0.5 for m in super().marginals(cliques)]
+
+    w = MeasurementSession(Weighted(src._data), Accountant(1.0), np.random.default_rng(2)).answers([("c",)])[0]
+    assert w.dtype == np.float64 and not w.flags.writeable
+    np.testing.assert_array_equal(w, src.marginals([("c",)])[0] * 0.5)

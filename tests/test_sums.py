@@ -51,3 +51,18 @@ def test_an_infinity_before_a_short_kept_run_stays_in_its_own_cell():
     assert got[5, 1] == np.inf and got[5, 0] == 32.0
     assert np.isfinite(np.delete(got.ravel(), 5 * 2 + 1)).all()
     np.testing.assert_array_equal(got, a.sum(axis=1))
+
+
+def test_long_summed_runs_before_a_short_kept_one_keep_the_identity_cache_small():
+    """A summed run of n cells before a kept run of k ≤ SHORT_KEPT: stacked identities only while
+    they hold at most EYE_CELLS cells (they are cached for the process); longer runs take one
+    vector-matrix product per leading row. Same sums either way."""
+    from privmarg.core import sums
+
+    sums._EYES.clear()
+    rng = np.random.default_rng(3)
+    for shape in [(3, 9000, 8), (2, 40000, 2), (5, 600, 4)]:
+        a = rng.random(shape)
+        np.testing.assert_allclose(sum_out(a, (1,)), a.sum(axis=1), rtol=1e-12)
+    assert all(n * k * k <= sums.EYE_CELLS for n, k, _ in sums._EYES)
+    assert (600, 4, "d") in sums._EYES

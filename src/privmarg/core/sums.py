@@ -19,6 +19,9 @@ BLAS_SUM_CELLS = 1 << 12
 # a summed run followed by a kept run of at most this many cells: summed by one product with stacked
 # identities (k times the arithmetic, at BLAS speed) instead of a batch of tiny products
 SHORT_KEPT = 8
+# ... as long as the stacked identities (n·k·k cells, cached) stay this small; a longer summed run
+# leaves few leading rows, where one vector-matrix product per row streams memory just as well
+EYE_CELLS = 1 << 18
 
 _ONES: dict[tuple[int, str], np.ndarray] = {}
 _EYES: dict[tuple[int, int, str], np.ndarray] = {}
@@ -77,7 +80,7 @@ def sum_out(a: np.ndarray, axes: Sequence[int], out: np.ndarray | None = None) -
         else:
             k = sizes.pop()
             n = sizes.pop()
-            if k <= SHORT_KEPT:
+            if k <= SHORT_KEPT and n * k * k <= EYE_CELLS:
                 # (…, n, k) → (…, k) as one matrix product with n stacked k×k identities: a batched
                 # product would be one tiny n×k product per row of the leading axes
                 b = b.reshape(-1, n * k) @ _stacked_eye(n, k, a.dtype)

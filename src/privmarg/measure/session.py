@@ -37,6 +37,16 @@ from ..privacy.privtree import privtree_split
 Clique = tuple[str, ...]
 
 
+def _compact(counts: np.ndarray) -> np.ndarray:
+    """A cached answer, read-only: whole counts below 2²⁴ as float32 (exact; half the memory of a
+    cache that holds every candidate's marginal, e.g. 161 MB for adult's 3-way closure), else float64."""
+    a = np.asarray(counts, dtype=float)
+    if a.size and np.abs(a).max() < 2**24 and np.array_equal(a, np.round(a)):
+        a = a.astype(np.float32)
+    a.flags.writeable = False
+    return a
+
+
 class MeasurementSession:
     """Private counts in, charged noisy releases out.
 
@@ -93,7 +103,7 @@ class MeasurementSession:
             return self.source.marginals(cliques)
         todo = list(dict.fromkeys(c for c in cliques if c not in self._cache))
         if todo:
-            self._cache.update(zip(todo, self.source.marginals(todo)))
+            self._cache.update((c, _compact(a)) for c, a in zip(todo, self.source.marginals(todo)))
         return [self._cache[c] for c in cliques]
 
     def forget(self) -> None:
