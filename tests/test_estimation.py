@@ -851,17 +851,22 @@ def test_fit_new_starts_where_the_new_clique_is_explained(seed):
 
 
 def test_fit_new_step_is_floored_capped_and_only_kept_when_it_helps(monkeypatch):
-    """The step is log(max(ȳ, 1) / max(x, 1)) capped at ±3 per cell; a step that would raise the
+    """The step is log(max(ȳ, 1) / max(x, 1)) capped at ±3 per cell, never up for a cell measured
+    within its noise σ of zero (ȳ < max(σ, 1)); a step that would raise the
     loss is halved, and dropped after the last try (the fit then starts from the warm start)."""
     mod = estimation_module
-    dom, ms, first, N = _round_case(3)
+    dom, ms, first, N = _round_case(3, new_sigma=1500.0)  # some of its 4 cells within the noise of zero
     seen = []
     real = mod._new_clique_step
 
     def spy(prob, new, phi, xs):
         step = real(prob, new, phi, xs)
         sl = prob.slices[new[0]]
-        expect = np.clip(np.log(np.maximum(prob.ybar[sl], 1.0) / np.maximum(xs[sl], 1.0)), -3, 3)
+        y, sigma = prob.ybar[sl], np.sqrt(0.5 / prob.W[sl])
+        expect = np.clip(np.log(np.maximum(y, 1.0) / np.maximum(xs[sl], 1.0)), -3, 3)
+        quiet = y < np.maximum(sigma, 1.0)  # within the noise of zero: lowered, never raised
+        expect[quiet] = np.minimum(expect[quiet], 0.0)
+        assert quiet.any() and (~quiet).any()
         np.testing.assert_allclose(step[sl], expect)
         assert not step[np.setdiff1d(np.arange(step.size), np.arange(step.size)[sl])].any()
         seen.append(new)

@@ -616,8 +616,13 @@ def _new_clique_step(prob: _Problem, new: list[tuple[str, ...]], phi: np.ndarray
         sl = prob.slices[r]
         if not (prob.W[sl] > 0).all():
             continue
-        target = np.maximum(prob.ybar[sl], NEW_CLIQUE_FLOOR)
-        step[sl] = np.clip(np.log(target / np.maximum(xs[sl], NEW_CLIQUE_FLOOR)), -NEW_CLIQUE_CAP, NEW_CLIQUE_CAP)
+        y = prob.ybar[sl]
+        move = np.clip(np.log(np.maximum(y, NEW_CLIQUE_FLOOR) / np.maximum(xs[sl], NEW_CLIQUE_FLOOR)),
+                       -NEW_CLIQUE_CAP, NEW_CLIQUE_CAP)
+        # a cell measured within its noise of zero is never raised: the noise cannot tell it from
+        # empty, and mirror descent is slow to bring a small cell back down
+        sigma = np.sqrt(0.5 / prob.W[sl])  # the combined measurement's σ (weights are 1/(2σ²))
+        step[sl] = np.where(y < np.maximum(sigma, NEW_CLIQUE_FLOOR), np.minimum(move, 0.0), move)
         moved = True
     return step if moved else None
 
