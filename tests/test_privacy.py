@@ -376,3 +376,18 @@ def test_noise_rngs():
     n1, _ = noise_rngs(None)
     n2, _ = noise_rngs(None)
     assert not np.array_equal(n1.random(5), n2.random(5))
+
+
+@pytest.mark.parametrize("delta", [5e-324, 1e-300, 1e-9])
+def test_conversions_at_the_smallest_deltas_are_finite_and_valid(delta):
+    """1/δ overflows below ~5.6e-309: the conversions use −ln δ, so they stay finite (and no
+    bisection starts from an infinite bracket, which hung for ever)."""
+    import math
+
+    from privmarg.privacy.conversions import cdp_delta, cdp_eps, cdp_rho, simple_eps, simple_rho
+
+    eps = cdp_eps(0.5, delta)
+    rho = cdp_rho(1.0, delta)
+    assert math.isfinite(eps) and 0 < eps <= simple_eps(0.5, delta)
+    assert 0 < simple_rho(1.0, delta) <= rho < 1.0
+    assert cdp_delta(0.5, eps) <= delta and cdp_delta(rho, 1.0) <= delta

@@ -403,3 +403,29 @@ def test_the_readme_example_runs(tmp_path, monkeypatch):
     assert (scope["bad_office"]["BAD"] == 1).all() and (scope["bad_office"]["JOB"] == "Office").all()
     assert scope["three"]["LOAN"].tolist() == [5_000, 20_000, 80_000]
     assert (tmp_path / "out" / "hmeq-mst" / "model.json").exists()
+
+
+def test_huge_samples_are_refused_before_drawing_and_the_cli_streams(tmp_path, monkeypatch):
+    """sample(10**12) is a clear ValueError, not a MemoryError half-way; the CLI refuses a table
+    its disk cannot hold (exit 2, one error line, nothing written) and writes unconditioned rows
+    in chunks: the same rows as the API's sample for the same seed."""
+    import privmarg.memory
+
+    rng = np.random.default_rng(0)
+    dom = Domain(("a", "b"), (3, 4))
+    m = Independent(1.0, 1e-6, seed=0).fit(Dataset(rng.integers(0, 3, size=(300, 2)), dom), dom)
+    with pytest.raises(ValueError, match="sample_to"):
+        m.sample(10**12)
+    monkeypatch.setattr(privmarg.memory, "available_memory", lambda: 10_000)
+    with pytest.raises(ValueError, match="GiB"):
+        m.sample_codes(1000)  # 1000 × 2 cells × 24 bytes > 10 kB
+    monkeypatch.undo()
+    m.save(tmp_path / "model")
+    runner = CliRunner()
+    out = tmp_path / "big.csv"
+    r = runner.invoke(app, ["sample", str(tmp_path / "model"), "--rows", str(10**15), "--output", str(out)])
+    assert r.exit_code == 2 and r.output.count("error:") == 1 and "Traceback" not in r.output, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    r = runner.invoke(app, ["sample", str(tmp_path / "model"), "--rows", "700", "--output", str(out), "--seed", "5"])
+    assert r.exit_code == 0, r.output
+    assert pd.read_csv(out).equals(load(tmp_path / "model").sample(700, seed=5))

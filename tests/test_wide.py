@@ -270,3 +270,16 @@ def test_aim_sizes_its_first_measurements_with_the_default_rounds():
         sigma = round_plan(m.rho_total, 0.9, 1.0, T).sigma
         first = [x for x in m.measurements_ if len(x.attrs) == 1][:20]
         assert len(first) == 20 and all(x.sigma == pytest.approx(sigma) for x in first)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), 0.0, -5.0, "big"])
+def test_model_size_caps_refuse_nan_and_non_positive(bad):
+    """NaN passed every `<= 0` check and turned the cap off without a word."""
+    from privmarg import registry
+
+    takers = [n for n in registry.names("preset") if registry.accepts(n, "max_model_size")]
+    assert {"aim", "mwem", "jam", "privbayes"} <= set(takers)
+    for name in takers:
+        with pytest.raises(ValueError, match="max_model_size"):
+            registry.make_preset(name, 1.0, 1e-9, max_model_size=bad)
+    assert AIM(1.0, 1e-9, max_model_size=float("inf")).max_model_size == float("inf")  # no cap, explicitly

@@ -13,6 +13,7 @@ from typing import Any
 from .generate.pgm import DTYPES, METHODS, PGM
 from .select.aim import AIMSelector
 from .select.aim_bounds import BoundWork, ErrorBound, aim_error_bound, released_table
+from .select.base import check_positive
 from .select.compress import Compressed
 from .select.independent import IndependentSelector
 from .select.jam import LOOP as JAM_LOOP
@@ -54,7 +55,7 @@ class AIM(Synthesizer):
                  work_mb: float | None = AIM_WORK_MB, fit_new: bool = True, generator: Any = None, **kw):
         if refit_method not in METHODS:
             raise ValueError(f"refit_method must be one of {METHODS}")
-        self.workload, self.max_model_size, self.rounds, self.alpha = workload, float(max_model_size), rounds, alpha
+        self.workload, self.max_model_size, self.rounds, self.alpha = workload, check_positive("max_model_size", max_model_size), rounds, alpha
         self.iters, self.final_iters, self.tol, self.refit_method = iters, final_iters, tol, refit_method
         self.work_mb, self.fit_new = work_mb, fit_new
         loop = PGM(iters=iters, tol=tol, method=refit_method,
@@ -134,7 +135,7 @@ class MWEM(Synthesizer):
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
                  rounds: int | None = None, alpha: float = 0.9, max_model_size: float = 25.0,
                  iters: int = 1000, tol: float = 1e-6, generator: Any = None, **kw):
-        self.workload, self.rounds, self.alpha, self.max_model_size = workload, rounds, alpha, float(max_model_size)
+        self.workload, self.rounds, self.alpha, self.max_model_size = workload, rounds, alpha, check_positive("max_model_size", max_model_size)
         self.iters, self.tol = iters, tol
         loop = PGM(iters=iters, tol=tol)
         sel = MWEMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, loop=loop)

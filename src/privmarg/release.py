@@ -20,6 +20,21 @@ from .privacy import rho_by_phase
 
 
 _UNSET = object()
+# bytes a sampled cell takes at its peak: the int64 codes, the model's draw and the decoded column
+SAMPLE_BYTES_PER_CELL = 24
+
+
+def check_sample_memory(rows: int, columns: int) -> None:
+    """Refuse, before drawing, a sample whose table would not fit in the memory available (a
+    ``MemoryError`` half-way is a traceback and a lost run); ``sample_to`` writes any size in chunks."""
+    from .memory import available_memory
+
+    need = rows * max(columns, 1) * SAMPLE_BYTES_PER_CELL
+    avail = available_memory()
+    if avail is not None and need > avail:
+        raise ValueError(f"{rows:,} rows × {columns} columns need about {need / 2**30:,.1f} GiB to sample at once; "
+                         f"{avail / 2**30:.1f} GiB is available: sample fewer rows, or write them in chunks "
+                         "with sample_to(path, rows) (CLI: privmarg sample streams unconditioned rows)")
 
 
 class Released:
@@ -126,6 +141,7 @@ class Released:
         rows = self.default_rows() if rows is None else int(rows)
         if rows < 0:
             raise ValueError("rows must be >= 0")
+        check_sample_memory(rows, len(self.domain_))
         if given is None:
             return self.model_.sample(rows, rng), None
         codes, exact = self._encode_given(given)

@@ -26,6 +26,19 @@ def parse_conditions(items: list[str]) -> dict[str, str]:
     return out
 
 
+def check_disk(output: Path, rows: int, columns: int) -> None:
+    """Refuse a table that cannot fit on the output's disk (at least 2 bytes a cell: a digit and a
+    separator) before sampling any of it."""
+    import shutil
+
+    folder = output.resolve().parent
+    free = shutil.disk_usage(folder if folder.is_dir() else Path.cwd()).free
+    need = 2 * rows * max(columns, 1)
+    if need > free:
+        raise UsageProblem(f"{rows:,} rows × {columns} columns take at least {need / 2**30:,.1f} GiB; "
+                           f"{free / 2**30:,.1f} GiB is free at {folder}")
+
+
 def sample(
     model: Path = typer.Argument(..., help="a directory written by `privmarg synth --save-model` or Synthesizer.save"),
     rows: Optional[int] = typer.Option(None, "--rows", help="synthetic rows (default: the model's own count)"),
@@ -45,15 +58,21 @@ def sample(
         from ..persist import load
 
         synth = load(model)
-        table = synth.sample(rows, seed=seed, conditions=conditions or None, midpoint=midpoint)
-        write_table(table, output)
+        if conditions:
+            table = synth.sample(rows, seed=seed, conditions=conditions, midpoint=midpoint)
+            write_table(table, output)
+            written = len(table)
+        else:  # streamed in chunks: any number of rows the disk holds
+            n = synth.default_rows() if rows is None else rows
+            check_disk(output, n, len(synth.domain_))
+            written = synth.sample_to(output, n, seed=seed, midpoint=midpoint)
     except KeyboardInterrupt:
         err.print("interrupted: nothing written")
         raise typer.Exit(130)
     except (UsageProblem, DataError, ValueError, KeyError, TypeError, OSError) as e:
         fail(one_line(e))
     given = f" with {', '.join(f'{k}={v}' for k, v in conditions.items())}" if conditions else ""
-    err.print(f"wrote {len(table)} rows{given} to {output} from {model} (no privacy budget spent: "
+    err.print(f"wrote {written} rows{given} to {output} from {model} (no privacy budget spent: "
               "sampling a saved model is post-processing)")
 
 

@@ -108,8 +108,10 @@ def cdp_eps(rho: float, delta: float) -> float:
     if rho == 0.0:
         return 0.0
     lo = 0.0
-    hi = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+    hi = rho + 2.0 * math.sqrt(rho * -math.log(delta))
     while _cks_delta(rho, hi) > delta:  # safety net; never triggers for the CKS bound
+        if not math.isfinite(hi):
+            raise ValueError(f"no finite epsilon for rho={rho!r} at delta={delta!r}")
         lo, hi = hi, 2.0 * hi
     for _ in range(_MAX_ITER):
         mid = 0.5 * (lo + hi)
@@ -132,6 +134,8 @@ def cdp_rho(eps: float, delta: float) -> float:
     delta = _check_delta(delta)
     lo, hi = 0.0, eps + 1.0
     while _cks_delta(hi, eps) <= delta:  # safety net: make sure hi violates the target
+        if not math.isfinite(hi):
+            raise ValueError(f"no finite rho for eps={eps!r} at delta={delta!r}")
         lo, hi = hi, 2.0 * hi
     for _ in range(_MAX_ITER):
         mid = 0.5 * (lo + hi)
@@ -160,13 +164,13 @@ def simple_eps(rho: float, delta: float) -> float:
     """Bun–Steinke epsilon: ``rho + 2*sqrt(rho*ln(1/delta))``."""
     rho = _check_rho(rho)
     delta = _check_delta(delta)
-    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+    return rho + 2.0 * math.sqrt(rho * -math.log(delta))
 
 
 def simple_rho(eps: float, delta: float) -> float:
     """Inverse of :func:`simple_eps`: ``(sqrt(eps + ln(1/delta)) - sqrt(ln(1/delta)))^2``."""
     eps = _check_eps(eps)
     delta = _check_delta(delta)
-    L = math.log(1.0 / delta)
+    L = -math.log(delta)
     # (sqrt(e+L) - sqrt(L))^2 written without cancellation: e^2 / (sqrt(e+L) + sqrt(L))^2
     return eps * eps / (math.sqrt(eps + L) + math.sqrt(L)) ** 2

@@ -21,7 +21,7 @@ from ..generate.pgm.batch_queries import l1_errors
 from ..generate.pgm.junction_tree import MB, SizesWith, batch_sizes_exact, covered
 from ..measure import MeasurementSession
 from ..privacy import RoundPlan
-from .base import Clique, Context, Selection, default_loop, measured_cliques
+from .base import Clique, Context, Selection, check_positive, default_loop, measured_cliques
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -56,10 +56,8 @@ class AdaptiveSelector:
     free_candidates = True  # candidates inside a clique of the current model are always allowed
 
     def __init__(self, loop: Any = None, max_model_size: float = 80.0):
-        if max_model_size <= 0:
-            raise ValueError("max_model_size must be positive")
         self.loop = loop if loop is not None else default_loop()
-        self.max_model_size = float(max_model_size)
+        self.max_model_size = check_positive("max_model_size", max_model_size)
 
     # ------------------------------------------------------------------------- hooks
     def prepare(self, domain: Domain) -> tuple[list[Clique], dict[Clique, float]]:

@@ -67,6 +67,17 @@ def check_fraction(name: str, x: float) -> float:
     return float(x)
 
 
+def check_positive(name: str, x: Any) -> float:
+    """A positive cap (``inf``: none); NaN, which every comparison would let through, is refused."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive number, got {x!r}") from None
+    if not v > 0:
+        raise ValueError(f"{name} must be a positive number, got {x!r}")
+    return v
+
+
 def check_rounds(name: str, x: Any, allow_none: bool = True) -> int | None:
     if x is None and allow_none:
         return None

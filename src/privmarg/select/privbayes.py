@@ -16,7 +16,7 @@ import numpy as np
 from ..core import Domain
 from ..generate.pgm.junction_tree import MB, model_size_mb
 from ..privacy import dependence_sensitivity, even_epsilon, even_sigma, marginal_l2
-from .base import Context, Selection, check_fraction
+from .base import Context, Selection, check_fraction, check_positive
 
 Clique = tuple[str, ...]
 
@@ -81,12 +81,10 @@ class PrivBayesSelector:
             raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
         if not (theta >= 0 and math.isfinite(theta)):
             raise ValueError(f"theta must be finite and >= 0, got {theta!r}")
-        if not (max_model_size > 0):
-            raise ValueError(f"max_model_size must be positive, got {max_model_size!r}")
         self.degree = degree
         self.theta = float(theta)
         self.select_share = check_fraction("select_share", select_share)
-        self.max_model_size = float(max_model_size)
+        self.max_model_size = check_positive("max_model_size", max_model_size)
 
     def supporting_cliques(self, domain: Domain) -> list[Clique]:
         # every Π ∪ {X} with |Π| ≤ degree, less those too large for the model on their own

@@ -19,7 +19,7 @@ from ..core import Domain
 from ..generate.pgm import PGM
 from ..generate.pgm.junction_tree import MB, largest_clique_cells
 from ..privacy import count_l2, dependence_sensitivity, even_sigma, marginal_l2, score_sensitivity
-from .base import Context, Selection, check_fraction
+from .base import Context, Selection, check_fraction, check_positive
 from .privbayes import dependence_score
 from .privmrf_graph import GraphSearch
 
@@ -161,12 +161,9 @@ class PrivMRFSelector:
         if not size_penalty >= 0:
             raise ValueError(f"size_penalty must be >= 0, got {size_penalty!r}")
         self.size_penalty = float(size_penalty)
-        for nm, v in (("max_clique_size", max_clique_size), ("max_graph_cells", max_graph_cells),
-                      ("max_model_size", max_model_size)):
-            if not v > 0:
-                raise ValueError(f"{nm} must be positive, got {v!r}")
-        self.max_clique_size, self.max_graph_cells = float(max_clique_size), float(max_graph_cells)
-        self.max_model_size = float(max_model_size)
+        self.max_clique_size = check_positive("max_clique_size", max_clique_size)
+        self.max_graph_cells = check_positive("max_graph_cells", max_graph_cells)
+        self.max_model_size = check_positive("max_model_size", max_model_size)
         for nm, v in (("max_marginal_attrs", max_marginal_attrs), ("query_cap", query_cap)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{nm} must be an integer >= 1, got {v!r}")
