@@ -123,6 +123,17 @@ def ws(tmp_path):
     os.symlink(d / "raw.csv", d / "rawlink.json")
     # a run report for evaluate, a bench config
     _json(d / "rep.json", {"method": "mst", "rows": 120, "privacy": {"epsilon": 1.0}})
+    _json(d / "rep_list.json", [{"method": "mst"}])
+    _json(d / "rep_nomethod.json", {"rows": 120})
+    _json(d / "rep_badbound.json", {"method": "aim", "privacy": {}, "error_bounds": [{"attrs": "a"}]})
+    _json(d / "rep_unknownbound.json", {"method": "aim", "privacy": {},
+                                        "error_bounds": [{"attrs": ["zz"], "l1_bound": 0.5, "supported": True}]})
+    (d / "dom_dup.json").write_text('{"a": 3, "b": 4, "c": 2, "a": 5}')
+    import gzip
+
+    packed = gzip.compress(df.to_csv(index=False).encode() * 50)
+    (d / "trunc.csv.gz").write_bytes(packed[: len(packed) // 2])
+    (d / "latin1.csv").write_bytes(b"a,b,c\n\xff\xfe,1,0\n")
     import yaml
 
     (d / "bench.yaml").write_text(yaml.safe_dump(BENCH))
@@ -219,12 +230,15 @@ CASES = [
     ("public_inf", "synth {d}/data.csv --domain {d}/domain.json --method jam --public {d}/inf.csv " + O,
      "non-finite", ""),
     ("input_is_dir", "synth {d}/indir.csv --domain {d}/domain.json " + O, "directory", ""),
+    ("input_truncated_gz", "synth {d}/trunc.csv.gz --domain {d}/domain.json " + O, "truncated", ""),
+    ("input_not_utf8", "synth {d}/latin1.csv --domain {d}/domain.json " + O, "UTF-8", ""),
     ("input_missing", "synth {d}/nope.csv --domain {d}/domain.json " + O, "no such file", ""),
     # ---- domain files
     ("domain_size_zero", "synth {d}/data.csv --domain {d}/dom_zero.json " + O, "positive integer", ""),
     ("domain_not_object", "synth {d}/data.csv --domain {d}/dom_list.json " + O, "JSON object", ""),
     ("domain_bad_json", "synth {d}/data.csv --domain {d}/dom_bad.json " + O, "", ""),
     ("domain_missing", "synth {d}/data.csv --domain {d}/nope.json " + O, "nope.json", ""),
+    ("domain_duplicate_key", "synth {d}/data.csv --domain {d}/dom_dup.json " + O, "appears twice", ""),
     # ---- structural zeros: checked before measuring
     ("zeros_none_allowed", S + " --zeros {d}/z_none_allowed.json " + O, "forbid every cell", ""),
     ("zeros_all_cells", S + " --zeros {d}/z_all_cells.json " + O, "forbid every cell", ""),
@@ -242,6 +256,8 @@ CASES = [
     ("eps_inf", S + " --epsilon inf " + O, "--epsilon", ""),
     ("delta_zero", S + " --delta 0 " + O, "--delta", ""),
     ("delta_one", S + " --delta 1 " + O, "--delta", ""),
+    ("max_model_size_nan", A + " --max-model-size nan " + O, "max_model_size", ""),
+    ("max_model_size_zero", A + " --max-model-size 0 " + O, "max_model_size", ""),
     ("method_unknown", "synth {d}/data.csv --domain {d}/domain.json --method gan " + O, "unknown method", ""),
     ("generator_unknown", S + " --generator gan " + O, "unknown generator", ""),
     ("neighbour_unknown", S + " --neighbour everyone " + O, "--neighbour", ""),
@@ -265,6 +281,16 @@ CASES = [
     ("eval_dup_columns", "evaluate {d}/data.csv {d}/dup3.csv --domain {d}/domain.json -o {d}/e.json",
      "duplicate", ""),
     ("eval_inf_code", "evaluate {d}/data.csv {d}/inf.csv --domain {d}/domain.json -o {d}/e.json", "non-finite", ""),
+    ("eval_run_report_list", "evaluate {d}/data.csv {d}/syn.csv --domain {d}/domain.json --run-report "
+                             "{d}/rep_list.json -o {d}/e.json", "not a report of privmarg synth", ""),
+    ("eval_run_report_no_method", "evaluate {d}/data.csv {d}/syn.csv --domain {d}/domain.json --run-report "
+                                  "{d}/rep_nomethod.json -o {d}/e.json", "not a report of privmarg synth", ""),
+    ("eval_run_report_bad_bound", "evaluate {d}/data.csv {d}/syn.csv --domain {d}/domain.json --run-report "
+                                  "{d}/rep_badbound.json -o {d}/e.json", "malformed", ""),
+    ("eval_run_report_unknown_column", "evaluate {d}/data.csv {d}/syn.csv --domain {d}/domain.json --run-report "
+                                       "{d}/rep_unknownbound.json -o {d}/e.json", "does not have", ""),
+    ("eval_task_bogus", "evaluate {d}/data.csv {d}/syn.csv --domain {d}/domain.json --task bogus -o {d}/e.json",
+     "--task", ""),
     # ---- schema draft
     ("draft_out_is_input", "schema draft {d}/raw.csv -o {d}/rawlink.json", "refusing", ""),
     ("draft_readonly", "schema draft {d}/raw.csv -o {d}/ro/s.json", "not writable", "ro"),
@@ -439,3 +465,20 @@ def test_outputs_follow_the_umask(tmp_path):
         assert stat.S_IMODE((tmp_path / "b.txt").stat().st_mode) == 0o600
     finally:
         os.umask(old)
+
+
+def test_api_refuses_fractional_codes_before_any_charge():
+    """The API read 1.5 as 1 after charging the budget: a float code must be whole."""
+    from privmarg import Dataset, Domain, Independent
+    from privmarg.data import DataError
+
+    dom = Domain(["a", "b"], [3, 4])
+    x = np.array([[1.5, 2.0], [0.0, 1.0]] * 50)
+    m = Independent(1.0, 1e-6, seed=0)
+    with pytest.raises(DataError, match=r"column\(s\) \['a'\] hold 50 fractional"):
+        m.fit(x, dom)
+    assert not hasattr(m, "accountant_") or m.accountant_.rho_spent == 0
+    assert Dataset(np.array([[1.0, 2.0], [0.0, 3.0]]), dom).codes.dtype == np.int64  # whole floats are codes
+    with pytest.raises(DataError, match="outside the domain") as e:
+        Dataset(np.array([[1, 9], [0, 3]]), dom)
+    assert "9" not in str(e.value).replace("0..3", "")  # a count, not the private value

@@ -429,3 +429,60 @@ def test_huge_samples_are_refused_before_drawing_and_the_cli_streams(tmp_path, m
     r = runner.invoke(app, ["sample", str(tmp_path / "model"), "--rows", "700", "--output", str(out), "--seed", "5"])
     assert r.exit_code == 0, r.output
     assert pd.read_csv(out).equals(load(tmp_path / "model").sample(700, seed=5))
+
+
+def _rewrite(path, change_arrays=None, change_info=None, arrays_bytes=None):
+    """Edit a saved model as an attacker would, keeping its checksum consistent."""
+    import hashlib
+
+    info = json.loads((path / "model.json").read_text())
+    if arrays_bytes is None:
+        with np.load(path / "arrays.npz") as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        if change_arrays:
+            change_arrays(info, arrays)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        arrays_bytes = buf.getvalue()
+    (path / "arrays.npz").write_bytes(arrays_bytes)
+    info["arrays_sha256"] = hashlib.sha256(arrays_bytes).hexdigest()
+    if change_info:
+        change_info(info)
+    (path / "model.json").write_text(json.dumps(info))
+
+
+def test_saved_models_are_untrusted_input(fitted, tmp_path, monkeypatch):
+    """NaN/+inf potentials, a negative or infinite total, a file that is a link to a device, an
+    oversized JSON and a zip bomb: each one clear line (API and CLI exit 2), nothing read unbounded."""
+    import privmarg.persist as persist
+
+    def fresh(name):
+        return fitted["aim"].save(tmp_path / name)
+
+    def nan_theta(info, arrays):
+        arrays[info["model"]["theta"][0]].flat[0] = np.nan
+
+    def inf_theta(info, arrays):
+        arrays[info["model"]["theta"][-1]].flat[-1] = np.inf
+
+    assert fitted["aim"].model_.__class__.__name__ == "GraphicalModel"
+    _rewrite(path := fresh("nan"), nan_theta)
+    _one_line_error(path, "NaN or \\+inf")
+    _rewrite(path := fresh("inf"), inf_theta)
+    _one_line_error(path, "NaN or \\+inf")
+    for bad in (-5.0, "Infinity"):
+        _rewrite(path := fresh(f"total{bad}"), change_info=lambda i, b=bad: i["model"].__setitem__("total", b))
+        _one_line_error(path, "total must be a finite count")
+    path = fresh("device")
+    (path / "arrays.npz").unlink()
+    (path / "arrays.npz").symlink_to("/dev/zero")
+    _one_line_error(path, "not a regular file")
+    path = fresh("bigjson")
+    monkeypatch.setattr(persist, "MAX_MODEL_JSON_BYTES", 100)
+    _one_line_error(path, "limit")
+    monkeypatch.undo()
+    bomb = io.BytesIO()
+    np.savez_compressed(bomb, x=np.zeros(10**7))  # ~10 kB packed, 80 MB unpacked
+    _rewrite(path := fresh("bomb"), arrays_bytes=bomb.getvalue())
+    monkeypatch.setattr(persist, "_memory_cap", lambda: 2**20)
+    _one_line_error(path, "unpacks to")

@@ -1,6 +1,7 @@
 """Public schemas: parsing, validation errors, the memory guard, drafting (issue #6)."""
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -164,3 +165,14 @@ def test_cli_schema_draft_warns(tmp_path):
     assert s["b"].missing and list(s["b"].values) == ["u", "v"]
     r = CliRunner().invoke(app, ["schema", "draft", str(tmp_path / "in.csv"), "-o", str(tmp_path / "s.txt")])
     assert r.exit_code == 2 and not (tmp_path / "s.txt").exists()
+
+
+def test_draft_leaves_infinite_values_out_of_the_bounds():
+    """An all-inf column raised OverflowError (a traceback); a partly-inf one had inf bounds."""
+    df = pd.DataFrame({"x": [np.inf] * 30, "y": [1.5, np.inf, -np.inf] * 10, "z": [1, 2, 3] * 10})
+    spec, notes = draft_schema(df)
+    cols = spec["columns"]
+    assert cols["x"]["values"] == ["?"] and any("'x' holds no finite number" in n for n in notes)
+    assert cols["y"] == {"type": "float", "min": 1.5, "max": 1.5} or cols["y"]["type"] == "categorical"
+    assert all(math.isfinite(float(v)) for c in cols.values() for k, v in c.items() if k in ("min", "max"))
+    assert sum("infinite values" in n for n in notes) == 2

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from ._version import __version__
-from .core import Domain, Measurement, StructuralZero
+from .core import Domain, Measurement, StructuralZero, strict_json
 from .generate.neural import NeuralModel
 from .generate.pgm import GraphicalModel, JunctionTree
 from .generate.records import RecordsModel
@@ -55,6 +55,7 @@ from .select.compress import DecompressedModel
 FORMAT = "privmarg-model"
 FORMAT_VERSION = 1
 MODEL_FILE = "model.json"
+MAX_MODEL_JSON_BYTES = 256 * 2**20  # a model's JSON holds names, categories and the ledger, not tables
 ARRAYS_FILE = "arrays.npz"
 _SKIP = object()
 
@@ -328,6 +329,7 @@ def load(path: str | Path) -> SavedSynthesizer:
     if not path.is_dir():
         raise ValueError(f"{path}: not a saved privmarg model (no such directory)")
     mfile = path / MODEL_FILE
+    _check_file(mfile, MAX_MODEL_JSON_BYTES)
     try:
         text = mfile.read_text()
     except FileNotFoundError:
@@ -335,7 +337,7 @@ def load(path: str | Path) -> SavedSynthesizer:
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"{mfile}: cannot read it ({_line(e)})") from None
     try:
-        info = json.loads(text)
+        info = strict_json.loads(text)
     except ValueError as e:
         raise ValueError(f"{mfile}: corrupted (not valid JSON: {_line(e)})") from None
     if not isinstance(info, dict) or info.get("format") != FORMAT:
@@ -345,6 +347,7 @@ def load(path: str | Path) -> SavedSynthesizer:
         raise ValueError(f"{path}: saved model format version {version!r} (written by privmarg "
                          f"{info.get('privmarg_version', '?')}); this privmarg ({__version__}) reads version "
                          f"{FORMAT_VERSION}")
+    _check_file(path / ARRAYS_FILE, _memory_cap())
     try:
         data = (path / ARRAYS_FILE).read_bytes()
     except OSError as e:
@@ -353,10 +356,40 @@ def load(path: str | Path) -> SavedSynthesizer:
         raise ValueError(f"{path / ARRAYS_FILE}: corrupted (checksum does not match {MODEL_FILE})")
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            unpacked = sum(i.file_size for i in npz.zip.infolist())
+            if unpacked > _memory_cap():  # a zip bomb: refused before inflating anything
+                raise ValueError(f"{ARRAYS_FILE} unpacks to {unpacked / 2**30:.1f} GiB, more than the memory available")
             arrays = {k: npz[k] for k in npz.files}
         return _build(info, arrays, path)
     except (KeyError, ValueError, TypeError, IndexError, AttributeError, OSError) as e:
         raise ValueError(f"{path}: corrupted saved model ({_line(e)})") from None
+
+
+def _check_file(file: Path, limit: int) -> None:
+    """A saved model's file is untrusted: a regular file (not a device or pipe a link points to)
+    of at most ``limit`` bytes, checked before reading any of it."""
+    if not file.exists():
+        return  # the read that follows says what is missing
+    if not file.is_file():
+        raise ValueError(f"{file}: not a regular file")
+    size = file.stat().st_size
+    if size > limit:
+        raise ValueError(f"{file}: {size / 2**20:,.0f} MB, more than a saved model's {limit / 2**20:,.0f} MB limit")
+
+
+def _memory_cap() -> int:
+    """Bytes a model's arrays may take: half the memory available (64 GiB when unknown)."""
+    from .memory import available_memory
+
+    avail = available_memory()
+    return (avail // 2) if avail else 64 * 2**30
+
+
+def _total(state: dict) -> float:
+    total = float(state["total"])
+    if not (math.isfinite(total) and total >= 0):
+        raise ValueError(f"the model's total must be a finite count >= 0, got {state['total']!r}")
+    return total
 
 
 def _line(e: BaseException) -> str:
@@ -408,9 +441,11 @@ def _model(state: dict, arrays: dict) -> Any:
         for c, t in zip(tree.cliques, theta):
             if t.shape != domain.sizes(c):
                 raise ValueError(f"potential of clique {c} has shape {t.shape}, expected {domain.sizes(c)}")
+            if np.isnan(t).any() or (t == np.inf).any():  # -inf is a structural zero
+                raise ValueError(f"potential of clique {c} holds NaN or +inf")
         if len(theta) != len(tree.cliques):
             raise ValueError("one potential per clique expected")
-        return GraphicalModel(domain, tree, theta, float(state["total"]))
+        return GraphicalModel(domain, tree, theta, _total(state))
     if kind == "decompressed":
         supports = {a: np.asarray(arrays[k], dtype=np.int64) for a, k in state["supports"].items()}
         return DecompressedModel(_model(state["inner"], arrays), domain, supports, state.get("fixed") or {})
@@ -427,7 +462,7 @@ def _model(state: dict, arrays: dict) -> Any:
                 codes.min() < 0 or (codes >= np.asarray(domain.shape)).any())):
             raise ValueError("the particles' codes do not fit the domain")
         gen.domain_ = domain
-        gen.total_ = float(state["total"])
+        gen.total_ = _total(state)
         gen.codes_ = codes
         gen.particles_ = torch.as_tensor(np.asarray(arrays[state["particles"]], dtype=np.float32))
         gen.device_ = torch.device("cpu")
@@ -442,10 +477,10 @@ def _model(state: dict, arrays: dict) -> Any:
         if relaxed.ndim != 2 or not np.all(np.isfinite(relaxed)) or (relaxed < 0).any():
             raise ValueError("the relaxed data is not a matrix of probabilities")
         zs = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in state.get("zeros", [])]
-        return RelaxedModel(domain, relaxed, float(state["total"]), zs)
+        return RelaxedModel(domain, relaxed, _total(state), zs)
     if kind == "records":
         w = state.get("weights")
-        return RecordsModel(domain, float(state["total"]), np.asarray(arrays[state["codes"]], dtype=np.int64),
+        return RecordsModel(domain, _total(state), np.asarray(arrays[state["codes"]], dtype=np.int64),
                             None if w is None else np.asarray(arrays[w], dtype=float))
     if kind == "gem":
         try:
@@ -460,7 +495,7 @@ def _model(state: dict, arrays: dict) -> Any:
                 or params[0].shape[1] != latent.shape[1]:
             raise ValueError("the GEM network does not fit the domain")
         zeros = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in state.get("zeros", [])]
-        return GEMModel(domain, float(state["total"]), params, latent, zeros, state.get("ema"))
+        return GEMModel(domain, _total(state), params, latent, zeros, state.get("ema"))
     if kind in ("dpmerf", "tabddpm"):
         try:
             import torch  # noqa: F401
@@ -470,7 +505,7 @@ def _model(state: dict, arrays: dict) -> Any:
             from .generate.dpmerf import MERFModel as cls
         else:
             from .generate.tabddpm import TabDDPMModel as cls
-        model = cls(domain, float(state["total"]), **state["params"])
+        model = cls(domain, _total(state), **state["params"])
         model.load_arrays({name: arrays[k] for name, k in state["weights"].items()})
         model.net.eval()
         return model

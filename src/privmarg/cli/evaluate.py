@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import time
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from ..core import strict_json
 from .common import UsageProblem, check_outputs, err, fail, one_line
 
 ML_DEFAULT = "gbdt,rf,mlp,xgboost,catboost"
+TASKS = ("auto", "classification", "regression")
 
 
 def _csv(s: Optional[str]) -> list[str] | None:
@@ -27,12 +30,26 @@ def _read_run_report(path: Path, dp_grid: bool) -> dict:
     from ..evaluation.report import budget_by_phase
 
     with open(path) as fh:
-        rep = json.load(fh)
+        rep = strict_json.load(fh)
+    if not isinstance(rep, dict) or "method" not in rep or not isinstance(rep.get("privacy"), dict):
+        raise ValueError(f"--run-report {path}: not a report of privmarg synth (a JSON object with its method "
+                         "and privacy)")
+    try:
+        return _run_facts(rep, dp_grid, budget_by_phase)
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise ValueError(f"--run-report {path}: malformed ({one_line(e)})") from None
+
+
+def _run_facts(rep: dict, dp_grid: bool, budget_by_phase) -> dict:
     run = {k: rep[k] for k in ("method", "seconds", "fit_seconds", "peak_memory_mb", "rows") if k in rep}
     for k in ("epsilon", "delta", "neighbour", "rho_spent"):
         if k in (rep.get("privacy") or {}):
             run[k] = rep["privacy"][k]
     bounds, note = rep.get("error_bounds"), None
+    for b in bounds or []:
+        if not (isinstance(b["attrs"], list) and all(isinstance(a, str) for a in b["attrs"])
+                and isinstance(b["supported"], bool) and math.isfinite(float(b["l1_bound"]))):
+            raise ValueError(f"error bound {b!r} is not {{attrs: [names], l1_bound: number, supported: bool}}")
     if bounds and dp_grid:
         # the bounds are on the run's own (DP-fitted) bins and merged categories, not on the
         # public grid the tables are compared on here: checking them would mislead
@@ -86,6 +103,8 @@ def evaluate_cmd(
         if (domain is None) == (schema is None):
             raise ValueError("give either --domain DOMAIN.json (integer-coded tables) or --schema SCHEMA.json "
                              "(raw tables)")
+        if task not in TASKS:
+            raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
         if (test is None) != (target is None):
             raise ValueError("--test and --target go together")
         suffix = output.name.lower()
@@ -127,6 +146,10 @@ def evaluate_cmd(
         info = (_read_run_report(run_report, dp_grid=encoder is not None and sch_raw.needs_dp)
                 if run_report is not None else {})
         run, run_bounds, bounds_note = info.get("run"), info.get("bounds"), info.get("note")
+        for b in run_bounds or []:
+            if not set(b["attrs"]) <= set(dom.attrs):
+                raise ValueError(f"--run-report: error bound on {b['attrs']} names columns the "
+                                 + ("schema" if schema else "domain") + " does not have")
         clipped: dict[str, dict[str, int]] = {}
 
         def load(path: Path, what: str) -> Dataset:

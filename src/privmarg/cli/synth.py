@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from .. import registry
-from ..core import Domain, load_zeros, parse_workload
+from ..core import Domain, load_zeros, parse_workload, strict_json
 from ..data import DataError, Dataset, read_table
 from ..io import json_writer, publish, table_writer
 from ..privacy import NEIGHBOURS, BudgetExceededError
@@ -99,7 +99,7 @@ def synth(
         if zeros is not None and schema is not None:  # raw values: checked against the schema now
             import json
 
-            zero_list = json.loads(Path(zeros).read_text())
+            zero_list = strict_json.loads(Path(zeros).read_text())
             TableEncoder(sch, drop_unknown=drop_unknown).check_zeros(zero_list)
         else:
             zero_list = load_zeros(zeros, dom) if zeros is not None else None

@@ -10,6 +10,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from . import strict_json
 
 
 
@@ -39,7 +40,7 @@ class Domain:
     def from_json(cls, path: str | Path) -> "Domain":
         """Read a domain file of the form ``{"column": number_of_values, ...}``."""
         with open(path) as fh:
-            sizes = json.load(fh)
+            sizes = strict_json.load(fh)
         if not isinstance(sizes, dict) or not sizes:
             raise ValueError(f"{path}: a domain file must be a non-empty JSON object of column sizes")
         for k, v in sizes.items():

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .domain import Domain
+from . import strict_json
 
 Workload = list[tuple[tuple[str, ...], float]]
 
@@ -121,7 +122,7 @@ def parse_workload(spec: str | Sequence | None, domain: Domain, default: str = "
         where = f"workload {s}"
         try:
             with open(path) as fh:
-                spec = json.load(fh, parse_constant=_no_constant)
+                spec = strict_json.load(fh, parse_constant=_no_constant)
         except json.JSONDecodeError as e:
             raise ValueError(f"{where}: not valid JSON: {e}") from None
         except ValueError as e:  # NaN, Infinity (parse_constant) or bad encoding

@@ -11,6 +11,7 @@ import numpy as np
 
 from .domain import Domain
 from .factor import Factor
+from . import strict_json
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,7 +72,7 @@ def load_zeros(spec, domain: Domain) -> list[StructuralZero]:
         where = f"structural zeros {spec}"
         try:
             with open(spec) as fh:
-                spec = json.load(fh)
+                spec = strict_json.load(fh)
         except ValueError as e:
             raise ValueError(f"{where}: not valid JSON: {e}") from None
     if not isinstance(spec, list):

@@ -7,6 +7,7 @@ mechanism (:mod:`privmarg.privacy`).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -59,13 +60,12 @@ class Dataset:
                     raise DataError(f"column {a!r}: values must be integer codes, got {col.dtype}")
                 inf = ~np.isfinite(as_float)
                 if inf.any():
-                    raise DataError(f"column {a!r}: {int(inf.sum())} non-finite value(s) "
-                                    f"({as_float[inf][0]}): values must be integer codes")
+                    raise DataError(f"column {a!r}: {int(inf.sum())} non-finite value(s): values must be integer codes")
                 if not np.all(as_float == np.round(as_float)):
                     raise DataError(f"column {a!r}: values must be integer codes, got {col.dtype}")
                 out = (as_float < 0) | (as_float >= domain[a])  # before the cast, which would wrap
                 if out.any():
-                    raise DataError(f"column {a!r}: code {as_float[out][0]:.0f} outside the domain "
+                    raise DataError(f"column {a!r}: {int(out.sum())} code(s) outside the domain "
                                     f"0..{domain[a] - 1}")
                 values = as_float.astype(np.int64)
             cols.append(values.astype(np.int64, copy=False))
@@ -125,7 +125,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise DataError(f"{path}: is a directory, not a table")
     name = path.name.lower()
     if name.endswith((".parquet", ".pq")):
-        return pd.read_parquet(path)
+        try:
+            return pd.read_parquet(path)
+        except (OSError, ValueError) as e:  # pyarrow's errors derive from these
+            raise DataError(f"{path}: not a readable Parquet file ({' '.join(str(e).split())})") from None
     try:
         header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0]
         df = pd.read_csv(path)
@@ -133,6 +136,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise DataError(f"{path}: the table is empty") from None
     except pd.errors.ParserError as e:
         raise DataError(f"{path}: not a valid CSV table: {e}") from None
+    except (EOFError, OSError, zlib.error) as e:  # a truncated or damaged .gz
+        raise DataError(f"{path}: cannot be read to its end ({' '.join(str(e).split())}): truncated or damaged?") from None
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not text in UTF-8 ({e.reason})") from None
     dups = sorted(set(header[header.duplicated()]))
     if dups:  # pandas would rename the second one ("a.1"), which --drop-unknown would then drop
         raise DataError(f"{path}: duplicate column name(s) {dups}: every column must have its own name")
@@ -142,12 +149,25 @@ def read_table(path: str | Path) -> pd.DataFrame:
 def _check_codes(codes: np.ndarray, domain: Domain) -> None:
     if codes.shape[0] == 0:
         raise DataError("the table is empty")
+    if codes.dtype == bool:
+        codes = codes.astype(np.int64)
     if not np.issubdtype(codes.dtype, np.integer):
-        if np.isnan(codes.astype(float)).any():
+        try:
+            as_float = codes.astype(float)
+        except (TypeError, ValueError):
+            raise DataError("codes must be integers (got values that are not numbers)") from None
+        if np.isnan(as_float).any():
             raise DataError("the table holds missing values (NaN)")
+        if not np.isfinite(as_float).all():
+            raise DataError("codes must be integers (got infinite values)")
+        frac = as_float != np.round(as_float)
+        if frac.any():  # 1.5 would be read as 1: refused, not truncated
+            cols = sorted({domain.attrs[j] for j in np.nonzero(frac.any(axis=0))[0]})
+            raise DataError(f"codes must be integers: column(s) {cols} hold {int(frac.sum())} fractional value(s)")
+        codes = as_float
     lo = codes.min(axis=0)
     hi = codes.max(axis=0)
     for i, a in enumerate(domain.attrs):
-        if lo[i] < 0 or hi[i] >= domain.shape[i]:
-            bad = lo[i] if lo[i] < 0 else hi[i]
-            raise DataError(f"column {a!r}: code {int(bad)} outside the domain 0..{domain.shape[i] - 1}")
+        if lo[i] < 0 or hi[i] >= domain.shape[i]:  # the count, not the values: they are private
+            n_bad = int(((codes[:, i] < 0) | (codes[:, i] >= domain.shape[i])).sum())
+            raise DataError(f"column {a!r}: {n_bad} code(s) outside the domain 0..{domain.shape[i] - 1}")

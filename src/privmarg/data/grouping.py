@@ -108,9 +108,10 @@ class GroupingSetsSource:
             if nonint:
                 raise DataError(f"column {a!r}: values must be integer codes, got {self._types[a]}")
         for a, k, (_, _, lo, hi) in zip(self.domain.attrs, self.domain.shape, stats):
-            if lo < 0 or hi >= k:
-                bad = lo if lo < 0 else hi
-                raise DataError(f"column {a!r}: code {int(bad)} outside the domain 0..{k - 1}")
+            if lo < 0 or hi >= k:  # the count, not the values: they are private
+                c = self._ident(a) if self._integer_typed(a) else f"TRY_CAST({self._ident(a)} AS DOUBLE)"
+                n_bad = int(self._fetch_row(f"SELECT count(*) FROM {self._table} WHERE {c} < 0 OR {c} >= {k}")[0])
+                raise DataError(f"column {a!r}: {n_bad} code(s) outside the domain 0..{k - 1}")
         self._count = float(rows)
 
     # ------------------------------------------------------------------------ counting

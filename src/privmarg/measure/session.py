@@ -37,6 +37,9 @@ from ..privacy.privtree import privtree_split
 Clique = tuple[str, ...]
 
 
+ANSWER_BATCH = 512  # cliques asked of the source at once when filling the cache
+
+
 def _compact(counts: np.ndarray) -> np.ndarray:
     """A cached answer, read-only: whole counts below 2²⁴ as float32 (exact; half the memory of a
     cache that holds every candidate's marginal, e.g. 161 MB for adult's 3-way closure), else float64."""
@@ -102,8 +105,9 @@ class MeasurementSession:
         if self._cache is None:
             return self.source.marginals(cliques)
         todo = list(dict.fromkeys(c for c in cliques if c not in self._cache))
-        if todo:
-            self._cache.update((c, _compact(a)) for c, a in zip(todo, self.source.marginals(todo)))
+        for i in range(0, len(todo), ANSWER_BATCH):  # in batches: one batch at full precision at a time
+            batch = todo[i:i + ANSWER_BATCH]
+            self._cache.update((c, _compact(a)) for c, a in zip(batch, self.source.marginals(batch)))
         return [self._cache[c] for c in cliques]
 
     def forget(self) -> None:

@@ -75,9 +75,17 @@ def draft_schema(df: pd.DataFrame, *, dp: bool = False) -> tuple[dict, list[str]
             spec = _datetime_spec(nonnull)
         elif pd.api.types.is_numeric_dtype(nonnull):
             x = nonnull.to_numpy(dtype=float)
+            finite = np.isfinite(x)
+            if not finite.all():
+                notes.append(f"column {name!r}: infinite values are not numbers a schema can bin; "
+                             "they are left out of its bounds (the encoder refuses them)")
+                x = x[finite]
             distinct = np.unique(x)
             integral = bool(np.all(x == np.round(x)))
-            if integral and len(distinct) <= CATEGORICAL_MAX_DISTINCT:
+            if len(x) == 0:
+                spec = {"type": "categorical", "values": ["?"]}
+                notes.append(f"column {name!r} holds no finite number: fill in its type by hand")
+            elif integral and len(distinct) <= CATEGORICAL_MAX_DISTINCT:
                 spec = {"type": "categorical", "values": [int(v) for v in distinct]}
             elif integral:
                 spec = {"type": "integer", "min": int(x.min()), "max": int(x.max())}

@@ -70,7 +70,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import DataError
-from ..core import Domain
+from ..core import Domain, strict_json
 
 __all__ = [
     "TYPES", "BINNINGS", "DEFAULT_BINS", "DEFAULT_ADAPTIVE_BINS", "EXACT_MAX_VALUES", "HEAVY_MAX_ATOMS",
@@ -635,7 +635,7 @@ def _read_spec(path: str | Path) -> Any:
         except yaml.YAMLError as e:
             raise SchemaError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
     try:
-        return json.loads(text)
+        return strict_json.loads(text)
     except json.JSONDecodeError as e:
         raise SchemaError(f"{path}: not valid JSON: {e}") from None
 
