@@ -7,18 +7,25 @@ OUTDIR ?= out
 
 .PHONY: venv demo test docs bench-deps clean
 
-$(BIN)/.installed: pyproject.toml
+# the demo needs only the core install (numpy, scipy, pandas, pyarrow, typer, rich)
+$(BIN)/.core: pyproject.toml
 	$(PY) -m venv $(VENV)
+	@echo "installing privmarg and its core dependencies (numpy, scipy, pandas, pyarrow, typer, rich) into $(VENV)/"
 	$(BIN)/pip install -q --upgrade pip
-	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build
+	$(BIN)/pip install --progress-bar off -e .
+	touch $@
+
+# everything the test suite exercises: torch first and pinned (an unpinned torch pulls a multi-GB
+# CUDA build); spark is a 456 MB source download built into a wheel (about 40 s), its tests need
+# Java 17+ and skip without it
+$(BIN)/.installed: $(BIN)/.core
 	$(BIN)/pip install -q torch==2.13.0
-	# spark: a 456 MB source download built into a wheel (about 40 s); its tests need Java 17+ and skip without it
 	$(BIN)/pip install -q -e '.[torch,plots,ml,test,docs,duckdb,spark,deep]'
 	touch $@
 
 venv: $(BIN)/.installed
 
-demo: venv
+demo: $(BIN)/.core
 	$(BIN)/privmarg datasets write adult --output $(OUTDIR)/data --force
 	$(BIN)/privmarg synth $(OUTDIR)/data/adult.csv --domain $(OUTDIR)/data/domain.json \
 	  --method aim --epsilon 1 --delta 1e-9 --workload all-3way --seed 0 \

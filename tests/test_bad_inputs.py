@@ -482,3 +482,98 @@ def test_api_refuses_fractional_codes_before_any_charge():
     with pytest.raises(DataError, match="outside the domain") as e:
         Dataset(np.array([[1, 9], [0, 3]]), dom)
     assert "9" not in str(e.value).replace("0..3", "")  # a count, not the private value
+
+
+def _three_outputs(d, seed):
+    return (S + f" -o {{d}}/out.csv --report {{d}}/out.json --save-model {{d}}/model --seed {seed}").format(d=d).split()
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "two-step"])
+@pytest.mark.parametrize("fail_on", [1, 2, 3])
+def test_table_report_and_model_published_together(ws, monkeypatch, fail_on, exchange):
+    """A run with --save-model --force over an earlier one: a failure at any move (the table's,
+    the report's, the model folder's) leaves the earlier three byte for byte and nothing else;
+    with and without the atomic folder exchange."""
+    d, _ = ws
+    assert runner.invoke(app, _three_outputs(d, 1)).exit_code == 0
+    before = _snapshot(d)
+    import privmarg.io as pio
+
+    moves = []
+    real_replace, real_exchange = os.replace, pio._exchange
+
+    def count():
+        moves.append(1)
+        if len(moves) == fail_on:
+            raise OSError(28, "No space left on device")
+
+    def flaky_replace(src, dst):
+        if str(src).endswith(".tmp"):
+            count()
+        return real_replace(src, dst)
+
+    def flaky_exchange(a, b):
+        if not exchange:
+            return False
+        if str(a).endswith(".tmp"):
+            count()
+        return real_exchange(a, b)
+
+    monkeypatch.setattr(pio.os, "replace", flaky_replace)
+    monkeypatch.setattr(pio, "_exchange", flaky_exchange)
+    r = runner.invoke(app, _three_outputs(d, 2) + ["--force"])
+    assert r.exit_code == 2 and "No space left" in r.stderr and "Traceback" not in r.output, r.output
+    assert len(moves) == fail_on
+    assert _snapshot(d) == before
+    monkeypatch.undo()
+    assert runner.invoke(app, _three_outputs(d, 2) + ["--force"]).exit_code == 0
+    after = _snapshot(d)
+    changed = {k for k in after if after[k] != before.get(k)}
+    assert {"out.csv", "out.json", "model/model.json", "model/arrays.npz"} <= changed
+    assert set(after) == set(before)  # no temporary or old folder left
+
+
+def test_interrupt_at_the_model_move_publishes_nothing(ws, monkeypatch):
+    d, _ = ws
+    import privmarg.io as pio
+
+    def interrupted(tmp, path):
+        raise KeyboardInterrupt
+
+    before = _snapshot(d)
+    monkeypatch.setattr(pio, "_put_directory", interrupted)
+    r = runner.invoke(app, _three_outputs(d, 1))
+    assert r.exit_code == 130 and "interrupted: nothing written" in r.stderr
+    assert _snapshot(d) == before
+
+
+@pytest.mark.parametrize("outputs", ["-o {d}/m.csv --save-model {d}/m.csv",
+                                     "-o {d}/model/out.csv --save-model {d}/model",
+                                     "-o {d}/out.csv --report {d}/model/r.json --save-model {d}/model"])
+def test_model_folder_must_not_hold_the_other_outputs(ws, outputs):
+    d, _ = ws
+    before = _snapshot(d)
+    cmd = (S + " " + outputs).format(d=d).split()
+    r = runner.invoke(app, cmd)
+    assert r.exit_code == 2 and r.stderr.count("error:") == 1 and "--save-model" in r.stderr, r.output
+    assert _snapshot(d) == before
+
+
+def test_exchange_swaps_two_folders_in_one_step(tmp_path):
+    from privmarg.io import _exchange
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x").write_text("a")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x").write_text("b")
+    if not _exchange(str(tmp_path / "a"), str(tmp_path / "b")):
+        pytest.skip("no renameat2 exchange on this system")
+    assert (tmp_path / "a" / "x").read_text() == "b" and (tmp_path / "b" / "x").read_text() == "a"
+
+
+def test_a_seeded_release_is_warned_about(ws):
+    d, _ = ws
+    seeded = runner.invoke(app, (S + " -o {d}/out.csv --seed 3").format(d=d).split())
+    assert seeded.exit_code == 0 and "warning: --seed makes the noise reproducible" in seeded.stderr
+    plain = runner.invoke(app, (S + " -o {d}/out2.csv").format(d=d).split())
+    assert plain.exit_code == 0 and "--seed" not in plain.stderr

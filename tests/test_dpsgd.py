@@ -270,3 +270,16 @@ def test_cli_runs_the_deep_methods_and_refuses_duckdb(tmp_path):
     r = runner.invoke(app, ["synth", str(tmp_path / "d.csv"), "--domain", str(tmp_path / "dom.json"), "--method",
                             "tabddpm", "--backend", "duckdb", "-o", str(tmp_path / "x.csv")])
     assert r.exit_code == 2 and "whole records" in r.output
+
+
+def test_a_dpsgd_ledger_entry_says_its_rho_is_an_equivalent_only():
+    """Its rho reproduces the run's ε at its δ only (the phase is accounted in Rényi DP): the
+    ledger says so instead of presenting it as a zCDP charge like the others."""
+    from privmarg.privacy import Accountant
+
+    acc = Accountant(1.0)
+    acc.charge(0.1, "a marginal", "gaussian", sigma=3.0)
+    acc.charge(0.2, "DP-SGD", "subsampled_gaussian")
+    first, last = acc.to_dict()["ledger"]
+    assert "rho_is" not in first
+    assert "delta only" in last["rho_is"] and "Renyi" in last["rho_is"]

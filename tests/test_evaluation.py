@@ -402,7 +402,9 @@ def test_cli_evaluate_raw_tables_with_schema(tmp_path):
                                                                           str(tmp_path / "e.json")])
     assert r.exit_code == 0 and json.loads((tmp_path / "e.json").read_text())["tv_2way"] == 0
     # bounds released on a DP-fitted grid are not checked on the public one
-    (tmp_path / "run.json").write_text(json.dumps({"method": "aim", "error_bounds": [{"attrs": ["age"], "bound": 0.1}]}))
+    (tmp_path / "run.json").write_text(json.dumps({"method": "aim", "privacy": {"epsilon": 1.0},
+                                                         "error_bounds": [{"attrs": ["age"], "l1_bound": 0.1,
+                                                                           "supported": True}]}))
     r = runner.invoke(app, base + [str(tmp_path / "same.csv")] + opts + ["--run-report", str(tmp_path / "run.json"),
                                                                          "--output", str(tmp_path / "f.json")])
     assert r.exit_code == 0, r.output

@@ -50,24 +50,103 @@ def umask_mode(directory: bool = False) -> int:
     return (0o777 if directory else 0o666) & ~mask
 
 
+class DirectoryWriter:
+    """A writer whose output is a directory (a saved model): ``write(folder)`` fills an empty
+    folder. :func:`publish` swaps it into place whole."""
+
+    def __init__(self, write: Callable[[str], None]):
+        self.write = write
+
+    def __call__(self, folder: str) -> None:
+        self.write(folder)
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap two existing paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``): no moment
+    where neither is in place, also under SIGKILL. False where the system cannot."""
+    global _RENAMEAT2
+    if _RENAMEAT2 is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _RENAMEAT2 = libc.renameat2
+            _RENAMEAT2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        except (OSError, AttributeError):
+            _RENAMEAT2 = False
+    if not _RENAMEAT2:
+        return False
+    import ctypes
+
+    at_fdcwd, exchange = -100, 2
+    if _RENAMEAT2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: not on this file system
+        return False
+    raise OSError(err, os.strerror(err), b)
+
+
+_RENAMEAT2: Any = None
+
+
+def _put_directory(tmp: str, path: Path) -> str | None:
+    """Move the finished folder ``tmp`` to ``path``; an existing ``path`` ends up at the returned
+    hidden name (to delete on success, or swap back on rollback)."""
+    if not path.exists():
+        os.replace(tmp, path)
+        return None
+    if _exchange(tmp, str(path)):
+        return tmp  # the old folder now sits at tmp
+    old = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent)
+    os.rmdir(old)
+    os.replace(path, old)  # two steps where the system has no exchange
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.replace(old, path)
+        raise
+    return old
+
+
+def _take_back_directory(path: Path, old: str | None) -> None:
+    if old is None:
+        shutil.rmtree(path)
+    elif not _exchange(old, str(path)):
+        shutil.rmtree(path)
+        os.replace(old, path)
+    else:
+        shutil.rmtree(old)
+
+
 def publish(files: Sequence[tuple[str | Path, Writer]]) -> None:
-    """Write every ``(path, writer)`` to a temporary file in its target folder, then rename them all
-    into place. If any write or rename fails (or Ctrl-C), the renames already done are rolled back
-    (a file that was there before is restored) and the temporary files and new folders removed:
-    either all files are published or none, and nothing else changes."""
+    """Write every ``(path, writer)`` to a temporary file (a folder for a :class:`DirectoryWriter`)
+    beside its target, then move them all into place. If any write or move fails (or Ctrl-C), the
+    moves already done are rolled back (what was there before is restored) and the temporaries and
+    new folders removed: either all outputs are published or none, and nothing else changes. An
+    existing folder is replaced by an atomic exchange where the system has one."""
     files = [(Path(p), w) for p, w in files]
     created: list[Path] = []
     temps: list[str] = []
-    done: list[tuple[Path, str | None]] = []
+    done: list[tuple[Path, str | None, bool]] = []
     try:
         for path, write in files:
             created += _makedirs(path.parent)
+            if isinstance(write, DirectoryWriter):
+                tmp = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+                temps.append(tmp)
+                write(tmp)
+                os.chmod(tmp, umask_mode(directory=True))  # mkdtemp makes it 0700
+                continue
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             os.close(fd)
             temps.append(tmp)
             write(tmp)
             os.chmod(tmp, umask_mode())
-        for (path, _), tmp in zip(files, temps):
+        for (path, write), tmp in zip(files, temps):
+            if isinstance(write, DirectoryWriter):
+                done.append((path, _put_directory(tmp, path), True))
+                continue
             bak = _backup(path)
             try:
                 os.replace(tmp, path)
@@ -75,18 +154,22 @@ def publish(files: Sequence[tuple[str | Path, Writer]]) -> None:
                 if bak is not None:
                     os.unlink(bak)
                 raise
-            done.append((path, bak))
+            done.append((path, bak, False))
     except BaseException:
-        for path, bak in reversed(done):
+        for path, bak, is_dir in reversed(done):
             try:
-                if bak is not None:
+                if is_dir:
+                    _take_back_directory(path, bak)
+                elif bak is not None:
                     os.replace(bak, path)
                 else:
                     os.unlink(path)
             except OSError:  # pragma: no cover - best effort
                 pass
         for tmp in temps:
-            if os.path.exists(tmp):
+            if os.path.isdir(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
+            elif os.path.exists(tmp):
                 os.unlink(tmp)
         for d in reversed(created):
             try:
@@ -94,10 +177,13 @@ def publish(files: Sequence[tuple[str | Path, Writer]]) -> None:
             except OSError:  # pragma: no cover - not empty: someone else wrote there
                 pass
         raise
-    for _, bak in done:
+    for _, bak, is_dir in done:
         if bak is not None:
             try:
-                os.unlink(bak)
+                if is_dir:
+                    shutil.rmtree(bak)
+                else:
+                    os.unlink(bak)
             except OSError:  # pragma: no cover
                 pass
 

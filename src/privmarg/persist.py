@@ -34,9 +34,6 @@ import inspect
 import io
 import json
 import math
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +44,7 @@ from .core import Domain, Measurement, StructuralZero, strict_json
 from .generate.neural import NeuralModel
 from .generate.pgm import GraphicalModel, JunctionTree
 from .generate.records import RecordsModel
-from .io import umask_mode
+from .io import DirectoryWriter, publish
 from .privacy import Accountant
 from .release import Released
 from .select.compress import DecompressedModel
@@ -64,9 +61,18 @@ _SKIP = object()
 def save(obj: Released, path: str | Path, *, force: bool = False) -> Path:
     """Write the fitted synthesizer ``obj`` (a :class:`~privmarg.Synthesizer` or a loaded
     :class:`SavedSynthesizer`) to the directory ``path``; returns it. See the module docstring."""
-    obj._check_fitted()
     path = Path(path)
-    _check_target(path, force)
+    writer = model_writer(obj)
+    check_target(path, force)
+    publish([(path, writer)])
+    return path
+
+
+def model_writer(obj: Released) -> DirectoryWriter:
+    """The saved model of ``obj`` as a writer for :func:`~privmarg.io.publish` (so a run can publish
+    it together with its table and report). Everything is described and packed now; the writer only
+    writes bytes."""
+    obj._check_fitted()
     arrays: dict[str, np.ndarray] = {}
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "privmarg_version": __version__}
     meta.update(_describe(obj))
@@ -83,36 +89,23 @@ def save(obj: Released, path: str | Path, *, force: bool = False) -> Path:
     meta["rounds"] = [{k: _plain(r.get(k)) for k in ("round", "selected", "source", "sigma", "epsilon") if k in r}
                       for r in (getattr(obj, "log_", None) or [])]
     meta["model"] = _model_state(obj.model_, "model", arrays)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    data = buf.getvalue()
+    meta["arrays_sha256"] = hashlib.sha256(data).hexdigest()
+    text = json.dumps(meta, indent=1, allow_nan=True) + "\n"
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    os.chmod(tmp, umask_mode(directory=True))  # mkdtemp makes it 0700; a saved model follows the umask
-    old = None
-    try:
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        data = buf.getvalue()
-        (tmp / ARRAYS_FILE).write_bytes(data)
-        meta["arrays_sha256"] = hashlib.sha256(data).hexdigest()
-        (tmp / MODEL_FILE).write_text(json.dumps(meta, indent=1, allow_nan=True) + "\n")
-        if path.exists():  # force: move the old model aside, put the new one in place, then delete the old
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old / "model")
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not path.exists() and (old / "model").exists():
-            os.replace(old / "model", path)  # put the old model back
-        raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    return path
+    def write(folder: str) -> None:
+        (Path(folder) / ARRAYS_FILE).write_bytes(data)
+        (Path(folder) / MODEL_FILE).write_text(text)
+
+    return DirectoryWriter(write)
 
 
-def _check_target(path: Path, force: bool) -> None:
-    """Refuse to replace what is not ours: an existing path needs ``force``, and then must be a
-    saved model or an empty directory."""
+def check_target(path: str | Path, force: bool = False) -> None:
+    """Raise ``FileExistsError`` if :func:`save` would refuse ``path`` (call it before a fit):
+    an existing path needs ``force``, and then must be a saved model or an empty directory."""
+    path = Path(path)
     if not path.exists():
         return
     if not force:
@@ -121,11 +114,6 @@ def _check_target(path: Path, force: bool) -> None:
         raise FileExistsError(f"{path} exists and is not a directory: not replacing it")
     if any(path.iterdir()) and not _is_saved_model(path):
         raise FileExistsError(f"{path} is a non-empty directory that is not a saved model: not replacing it")
-
-
-def check_target(path: str | Path, force: bool = False) -> None:
-    """Raise ``FileExistsError`` if :func:`save` would refuse ``path`` (to fail before a fit)."""
-    _check_target(Path(path), force)
 
 
 def _is_saved_model(path: Path) -> bool:

@@ -105,6 +105,24 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path 
             raise UsageProblem(f"{opt} {out} exists and is not a regular file")
 
 
+def check_model_folder(folder: Path, outputs: Mapping[str, Path | None]) -> None:
+    """Raise :class:`UsageProblem` unless the model folder can be published beside the other
+    outputs: none of them is the folder or inside it, and its parent (or the nearest existing
+    ancestor) is writable. Call it before reading private data or spending any budget."""
+    where = folder.resolve()
+    for opt, out in outputs.items():
+        if out is None:
+            continue
+        o = Path(out).resolve()
+        if o == where or where in o.parents:
+            raise UsageProblem(f"{opt} {out} is inside --save-model {folder}: give them separate places")
+    parent = where.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageProblem(f"--save-model {folder}: directory {parent} is not writable")
+
+
 # ------------------------------------------------------------------------------------------ memory
 #: bytes per synthetic cell while sampling and writing: integer codes, the table, temporaries
 BYTES_PER_CELL = 24

@@ -16,8 +16,8 @@ from ..data import DataError, Dataset, read_table
 from ..io import json_writer, publish, table_writer
 from ..privacy import NEIGHBOURS, BudgetExceededError
 from ..schema import MAX_MARGINAL_CELLS, Schema
-from .common import (UsageProblem, budget_progress, check_marginal_sizes, check_outputs, check_rows_memory, err,
-                     fail, one_line, peak_memory_mb)
+from .common import (UsageProblem, budget_progress, check_marginal_sizes, check_model_folder, check_outputs,
+                     check_rows_memory, err, fail, one_line, peak_memory_mb)
 
 _METHODS = ", ".join(registry.names("preset"))
 _GENERATORS = ", ".join(registry.names("generator"))
@@ -33,7 +33,7 @@ def synth(
     epsilon: float = typer.Option(1.0, "--epsilon", help="privacy epsilon (> 0); the final line states what was spent"),
     delta: float = typer.Option(1e-9, "--delta", help="privacy delta, in (0, 1); 1e-9 unless given"),
     rows: Optional[int] = typer.Option(None, "--rows", help="synthetic rows (default: N under replace-one, a noisy N otherwise)"),
-    seed: Optional[int] = typer.Option(None, "--seed", help="makes the whole run reproducible"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="makes the whole run reproducible (tests and benchmarks only: the noise can be replayed)"),
     workload: str = typer.Option("all-3way", "--workload", help="all-2way, all-3way, all-3way:target=COL, all-3way:involving=A,B (cliques with any of them), all-3way:within='A,B,C;D,E' (cliques inside a group), or a JSON file"),
     max_model_size: float = typer.Option(80.0, "--max-model-size", help="model capacity in MB (AIM, MWEM)"),
     neighbour: Optional[str] = typer.Option(None, "--neighbour", help="add_remove or replace_one (default: the method's; add_remove except PrivPGD)"),
@@ -136,9 +136,13 @@ def synth(
             from ..persist import check_target
 
             check_target(save_model, force)  # fail before any budget is spent
+            check_model_folder(save_model, {"--output": output, "--report": report})
     except (UsageProblem, DataError, ValueError, KeyError, FileNotFoundError, OSError) as e:
         fail(one_line(e))
 
+    if seed is not None:
+        err.print("warning: --seed makes the noise reproducible: whoever knows the seed can recompute "
+                  "and remove it. Use it for tests and benchmarks, not for a release.", highlight=False, soft_wrap=True)
     try:
         with budget_progress(method_l) as progress:
             extra = {} if public_data is None else {"public": public_data}
@@ -162,9 +166,11 @@ def synth(
             err.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
         if report is not None:
             files.append((report, json_writer(build_report(mech, method_l, len(synthetic)))))
-        publish(files)  # the table and its report together, or neither
-        if save_model is not None:  # a directory of its own, written atomically too
-            mech.save(save_model, force=force)
+        if save_model is not None:
+            from ..persist import model_writer
+
+            files.append((save_model, model_writer(mech)))
+        publish(files)  # the table, its report and the model together, or none of them
     except KeyboardInterrupt:
         err.print("interrupted: nothing written")
         raise typer.Exit(130)

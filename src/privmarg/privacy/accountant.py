@@ -84,7 +84,13 @@ class Charge:
             out["approx_delta"] = float(self.approx_delta)
         for k, v in self.params.items():
             out[str(k)] = _jsonable(v)
+        if self.mechanism == "subsampled_gaussian":
+            out["rho_is"] = DPSGD_RHO_IS  # not a zCDP guarantee of its own
         return out
+
+
+DPSGD_RHO_IS = ("the zCDP rho that gives this run's epsilon at its delta only; the phase is accounted in "
+                "Renyi DP (privacy.rdp), not zCDP")
 
 
 def recompute_rho(entry: dict) -> float:
