@@ -28,7 +28,7 @@ venv: $(BIN)/.installed
 demo: $(BIN)/.core
 	$(BIN)/privmarg datasets write adult --output $(OUTDIR)/data --force
 	$(BIN)/privmarg synth $(OUTDIR)/data/adult.csv --domain $(OUTDIR)/data/domain.json \
-	  --method aim --epsilon 1 --delta 1e-9 --workload all-3way --seed 0 \
+	  --method aim --epsilon 1 --delta 1e-9 --workload all-3way \
 	  --output $(OUTDIR)/adult-aim.csv --report $(OUTDIR)/adult-aim-report.json
 	@echo "synthetic table: $(OUTDIR)/adult-aim.csv  report: $(OUTDIR)/adult-aim-report.json"
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privmarg.audit import audit_gaussian, audit_selector, likelihood_ratio_score, neighbouring_tables, tiny_table
+from privmarg.audit import (audit_exponential, audit_gaussian, audit_selector, likelihood_ratio_score,
+                            neighbouring_tables, tiny_table)
 from privmarg.evaluation.audit import clopper_pearson_upper, epsilon_from_rates, epsilon_lower_bound
 from privmarg.generate import PGM
 from privmarg.privacy import cdp_rho
@@ -86,3 +87,24 @@ def test_selector_audit(name):
     assert not ok.violated and ok.bound.epsilon_lb < 0.5
     bad = audit_selector(SELECTORS[name], d, [1, 0, 1], rho, 24, seed=4, name=name, broken=0.01)
     assert bad.violated and bad.bound.epsilon_lb > 0.8, bad.to_dict()
+
+
+@pytest.mark.parametrize("fitting", [False, True], ids=["gumbel-max", "lazy-walk"])
+def test_exponential_mechanism_audit_flags_twice_the_epsilon_only(fitting):
+    """The library's own exponential mechanism (and its lazy Gumbel walk over a fitting set) on
+    two candidates whose scores swap between the tables: within its claim at ρ = 1/8 (ε = 0.737
+    at δ = 0.05), flagged when it draws with twice its ε."""
+    ok = audit_exponential(0.125, 20_000, fitting=fitting, seed=1)
+    bad = audit_exponential(0.125, 20_000, fitting=fitting, epsilon_factor=2.0, seed=2)
+    assert ok.epsilon_claimed == pytest.approx(0.737, abs=1e-3)
+    assert not ok.violated and ok.bound.epsilon_lb < 0.5  # exact: ε = 0.414 at this δ
+    assert bad.violated and bad.bound.epsilon_lb > 0.8, bad.to_dict()  # exact: 0.93
+
+
+@pytest.mark.parametrize("neighbour", ["add_remove", "replace_one"])
+def test_gaussian_audit_at_a_large_delta_flags_half_noise_with_few_runs(neighbour):
+    """At δ = 0.05 a Gaussian with half its noise is flagged from 20,000 runs a table (at δ = 1e-5
+    it takes about 10^5–10^6: the test must resolve events of probability δ)."""
+    ok = audit_gaussian(0.125, 20_000, neighbour=neighbour, delta=0.05, seed=1)
+    bad = audit_gaussian(0.125, 20_000, neighbour=neighbour, delta=0.05, sigma_factor=0.5, seed=2)
+    assert not ok.violated and bad.violated and bad.bound.epsilon_lb > 1.0
