@@ -4,7 +4,8 @@ Every access to private data goes through a primitive in :mod:`.primitives`, whi
 cost to an :class:`Accountant` before releasing anything (SPEC §1).
 """
 
-from .accountant import Accountant, BudgetExceededError, Charge, recompute_delta, recompute_rho, rho_by_phase
+from .accountant import Accountant, BudgetExceededError, Charge
+from .ledger import recompute_delta, recompute_rho, rho_by_phase
 from .calibrate import (DISCOVERY_DELTA_SHARE, RoundPlan, discovery_delta, even_epsilon, even_sigma, power_split,
                         preprocess_budget, round_plan)
 from .discrete import (

@@ -26,7 +26,7 @@ import numpy as np
 from .conversions import _check_delta, _check_eps, cdp_eps, cdp_rho
 from .sensitivity import check_neighbour
 
-__all__ = ["BudgetExceededError", "Charge", "Accountant", "recompute_rho", "recompute_delta"]
+__all__ = ["BudgetExceededError", "Charge", "Accountant"]
 
 _REL_TOL = 1e-9
 _RESERVED = ("what", "mechanism", "rho", "approx_delta")
@@ -69,14 +69,6 @@ class Charge:
     params: dict = field(default_factory=dict)
     approx_delta: float = 0.0  # δ of an approximate-zCDP step (0: plain zCDP)
 
-    def recompute(self) -> float:
-        """``rho`` recomputed from the calibration in ``params`` alone (independent of :attr:`rho`).
-
-        Raises ``ValueError`` for a mechanism whose cost cannot be derived from its parameters, or
-        when PrivTree's parameters are inconsistent with one another.
-        """
-        return recompute_rho(self.to_dict())
-
     def to_dict(self) -> dict:
         """Flat JSON-serialisable dict ``{"what", "mechanism", "rho", **params}``."""
         out = {"what": str(self.what), "mechanism": str(self.mechanism), "rho": float(self.rho)}
@@ -91,73 +83,6 @@ class Charge:
 
 DPSGD_RHO_IS = ("the zCDP rho that gives this run's epsilon at its delta only; the phase is accounted in "
                 "Renyi DP (privacy.rdp), not zCDP")
-
-
-def recompute_rho(entry: dict) -> float:
-    """zCDP cost of one ledger entry (as in a JSON report) from its calibration parameters."""
-    mech = entry["mechanism"]
-    if mech in ("gaussian", "discrete_gaussian", "gaussian_threshold", "discrete_gaussian_threshold"):
-        # the same zCDP cost for the continuous and the discrete Gaussian (CKS 2020, Thm 4)
-        return entry["l2_sensitivity"] ** 2 / (2.0 * entry["sigma"] ** 2)
-    if mech == "exponential":
-        return entry["epsilon"] ** 2 / 8.0
-    if mech in ("laplace", "discrete_laplace"):
-        eps = entry["l1_sensitivity"] / entry["scale"] if entry["l1_sensitivity"] else 0.0
-        return eps**2 / 2.0
-    if mech == "gumbel_top_q":
-        return entry["q"] * entry["sensitivity"] ** 2 / (2.0 * entry["beta"] ** 2)
-    if mech in ("privtree", "privtree_discrete"):
-        # the Laplace scale determines epsilon: λ = group·(2β−1)/((β−1)ε); the bias is λ ln β
-        # (continuous) or its ceiling (discrete noise on integer counts, see privacy.privtree)
-        fan = entry["fanout"]
-        eps = entry["group"] * (2 * fan - 1) / ((fan - 1) * entry["scale"])
-        bias = entry["scale"] * math.log(fan)
-        if mech == "privtree_discrete":
-            bias_ok = entry["bias"] == math.ceil(bias) and float(entry["threshold"]).is_integer()
-        else:
-            bias_ok = math.isclose(entry["bias"], bias, rel_tol=1e-9)
-        if not math.isclose(eps, entry["epsilon"], rel_tol=1e-9) or not bias_ok:
-            raise ValueError(f"inconsistent PrivTree calibration in {entry.get('what')!r}")
-        return eps**2 / 2.0
-    if mech == "subsampled_gaussian":  # DP-SGD: its zCDP equivalent after the charges before it (see .rdp)
-        from .rdp import rho_equivalent
-
-        return rho_equivalent(entry)
-    raise ValueError(f"cannot recompute the cost of mechanism {mech!r}")
-
-
-def recompute_delta(entry: dict) -> float:
-    """δ of an approximate-zCDP ledger entry from its parameters (0 for plain zCDP mechanisms).
-
-    ``gaussian_threshold`` (DP key discovery, :mod:`privmarg.privacy.discovery`): each of the
-    ``keys_at_risk`` keys present in only one of two neighbouring tables has count 1 there and is
-    released with probability ``P(1 + N(0, σ²) > τ)``, so ``δ = keys_at_risk · Φ̄((τ − 1)/σ)``
-    (``discrete_gaussian_threshold``: the discrete Gaussian's tail instead)."""
-    if entry["mechanism"] in ("gaussian_threshold", "discrete_gaussian_threshold"):
-        from .discovery import threshold_delta
-
-        return threshold_delta(entry["sigma"], entry["threshold"], entry["keys_at_risk"],
-                               discrete=entry["mechanism"] == "discrete_gaussian_threshold")
-    return 0.0
-
-
-PHASES = ("preprocessing", "selection", "measurement")
-SELECTION_MECHANISMS = ("exponential", "gumbel_top_q")
-
-
-def rho_by_phase(ledger: Sequence[dict], preprocessing: int = 0) -> dict[str, float]:
-    """ρ (zCDP) of a ledger (``Accountant.to_dict()["ledger"]``) summed by phase: its first
-    ``preprocessing`` charges are DP preprocessing (PrivTree bins, noisy bin counts, rare
-    categories); of the rest, exponential-mechanism and top-q charges, and charges noted
-    ``phase="selection"`` (PrivSyn's noisy InDif scores), are selection and everything else
-    measurement."""
-    out = dict.fromkeys(PHASES, 0.0)
-    for i, e in enumerate(ledger):
-        phase = ("preprocessing" if i < preprocessing else
-                 "selection" if e.get("mechanism") in SELECTION_MECHANISMS or e.get("phase") == "selection"
-                 else "measurement")
-        out[phase] += float(e.get("rho", 0.0))
-    return out
 
 
 class Accountant:

@@ -15,7 +15,7 @@ So a DP-SGD phase is accounted in RDP and *converted back* onto the ledger:
   that δ*: ``rho = cdp_rho(ε, δ) − rho_before``, i.e. the zCDP that, added to the charges before
   it, gives the same ``(ε, δ)``. Its parameters (``noise_multiplier``, ``sample_rate`` or
   ``batch_size``/``population``, ``steps``, ``delta``, ``rho_before``, ``orders``) recompute it
-  (:func:`recompute_rho <privmarg.privacy.accountant.recompute_rho>`). So the ledger still sums to
+  (:func:`recompute_rho <privmarg.privacy.ledger.recompute_rho>`). So the ledger still sums to
   ``rho_spent`` and ``cdp_eps(rho_spent, δ)`` is the composed RDP ε at the run's δ.
 
 That equivalence holds at the run's δ and for the charges before the phase only, hence two rules
