@@ -83,3 +83,14 @@ def test_no_import_circle_inside_privacy():
     graph = _relative_imports(SRC / "privacy")
     assert _cycle(graph) is None, _cycle(graph)
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]  # the check can fail
+
+
+def test_every_preset_is_in_the_public_api():
+    import privmarg
+    from privmarg import registry
+
+    names = [registry.preset_class(n).__name__ for n in registry.names("preset")]
+    assert [n for n in names if n not in privmarg.__all__] == []
+    scope: dict = {}
+    exec("from privmarg import *", scope)
+    assert all(n in scope for n in names)

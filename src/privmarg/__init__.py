@@ -44,4 +44,5 @@ __all__ = [
     "SavedSynthesizer", "Synthesizer", "TabDDPM", "TableEncoder", "datasets", "estimate", "load", "model_size_mb",
     "registry",
     "RAP", "RAPpp",
+    "PrivBayes", "PrivSyn", "Gaussian", "PrivMRF",  # made from registry entries on first use
 ]
