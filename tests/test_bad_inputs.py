@@ -129,6 +129,9 @@ def ws(tmp_path):
     _json(d / "rep_unknownbound.json", {"method": "aim", "privacy": {},
                                         "error_bounds": [{"attrs": ["zz"], "l1_bound": 0.5, "supported": True}]})
     (d / "dom_dup.json").write_text('{"a": 3, "b": 4, "c": 2, "a": 5}')
+    _json(d / "rep_badrisk.json", {"method": "mst", "privacy": {"risk": {"membership_tpr_at_fpr": {"0.01": 2.0},
+                                                                        "attribute_success_from_baseline": {},
+                                                                        "max_membership_advantage": 0.1}}})
     import gzip
 
     packed = gzip.compress(df.to_csv(index=False).encode() * 50)
@@ -289,6 +292,8 @@ CASES = [
                                   "{d}/rep_badbound.json -o {d}/e.json", "malformed", ""),
     ("eval_run_report_unknown_column", "evaluate {d}/data.csv {d}/syn.csv --domain {d}/domain.json --run-report "
                                        "{d}/rep_unknownbound.json -o {d}/e.json", "does not have", ""),
+    ("eval_run_report_bad_risk", "evaluate {d}/data.csv {d}/syn.csv --domain {d}/domain.json --run-report "
+                                 "{d}/rep_badrisk.json -o {d}/e.json", "risk panel is malformed", ""),
     ("eval_task_bogus", "evaluate {d}/data.csv {d}/syn.csv --domain {d}/domain.json --task bogus -o {d}/e.json",
      "--task", ""),
     # ---- schema draft

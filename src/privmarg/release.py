@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .privacy import rho_by_phase
+from .privacy.risk import risk_panel
 
 
 _UNSET = object()
@@ -192,7 +193,9 @@ class Released:
     def privacy_report(self) -> dict:
         """Budget, neighbouring relation and every charge, enough to recompute each rho. ``epsilon``
         and ``delta`` are the target's when given as such (None when ``rho`` was given); with a delta,
-        ``epsilon_spent`` converts what was actually spent."""
+        ``epsilon_spent`` converts what was actually spent. ``risk``: what the spent budget bounds
+        for one person in the data (membership and attribute inference, any attacker; see
+        :mod:`privmarg.privacy.risk`)."""
         self._check_fitted()
         out = self.accountant_.to_dict()
         out["noise"] = getattr(self, "noise", "continuous")  # the noise kind asked for
@@ -200,6 +203,7 @@ class Released:
         out["rho_by_phase"] = rho_by_phase(out["ledger"], out["preprocessing_charges"])
         if out["delta"] is not None:
             out["epsilon_spent"] = self.accountant_.epsilon_spent(out["delta"]) if out["rho_spent"] > 0 else 0.0
+        out["risk"] = risk_panel(self.accountant_).to_dict()
         return out
 
     def measurements_report(self) -> list[dict]:

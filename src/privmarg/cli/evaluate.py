@@ -59,7 +59,23 @@ def _run_facts(rep: dict, dp_grid: bool, budget_by_phase) -> dict:
     measured = [tuple(m["attrs"]) for m in rep.get("measurements") or [] if m.get("attrs")]
     privacy = rep.get("privacy") or {}
     return {"run": run, "bounds": bounds, "note": note, "measured": measured or None,
-            "budget": budget_by_phase(privacy) if privacy.get("ledger") else None}
+            "budget": budget_by_phase(privacy) if privacy.get("ledger") else None,
+            "risk": _risk(privacy.get("risk"))}
+
+
+def _risk(risk) -> dict | None:
+    """The run's risk panel when well formed (older reports have none)."""
+    if not isinstance(risk, dict):
+        return None
+    try:
+        for key in ("membership_tpr_at_fpr", "attribute_success_from_baseline"):
+            if not all(0.0 <= float(v) <= 1.0 for v in risk[key].values()):
+                raise ValueError(key)
+        if not 0.0 <= float(risk["max_membership_advantage"]) <= 1.0:
+            raise ValueError("max_membership_advantage")
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ValueError(f"its privacy risk panel is malformed ({one_line(e)})") from None
+    return risk
 
 
 def evaluate_cmd(
@@ -178,6 +194,8 @@ def evaluate_cmd(
                           ml_models=models, ml_task=task, baseline=baseline)
     if run:
         result["run"] = run
+    if info.get("risk"):
+        result["privacy_risk"] = info["risk"]
     if run_bounds:  # the run released bounds on its own error: show them against the truth
         from ..evaluation.report import check_error_bounds
 
@@ -198,7 +216,7 @@ def evaluate_cmd(
 
             page = render_html(result, real_d, synth_d, title=title or f"{synth.name} vs {real.name}",
                                sources=result["sources"], labels=code_labels(encoder) if encoder else None,
-                               measured=info.get("measured"), budget=info.get("budget"))
+                               measured=info.get("measured"), budget=info.get("budget"), risk=info.get("risk"))
         files.insert(0, (output, text_writer(page)))
     try:
         publish(files)  # the page and its JSON together, or neither

@@ -186,6 +186,12 @@ def synth(
     err.print(f"privacy spent: epsilon {pr['epsilon_spent']:.4g} at delta {pr['delta']:g} "
               f"({disc}rho {pr['rho_spent']:.4g} zCDP, {pr['neighbour'].replace('_', '/')} neighbours, "
               f"{len(pr['ledger'])} charges)", highlight=False, soft_wrap=True)
+    risk = pr["risk"]
+    err.print(f"risk, worst case over every attacker: a membership test that wrongly accuses 1% of "
+              f"non-members finds at most {risk['membership_tpr_at_fpr']['0.01']:.1%} of the people in the data "
+              f"(largest advantage {risk['max_membership_advantage']:.1%}); a 50/50 guess of someone's value "
+              f"becomes right at most {risk['attribute_success_from_baseline']['0.5']:.1%} of the time",
+              highlight=False, soft_wrap=True)
 
 
 def _sql_source(backend: str, path: str, dom: Domain, drop_unknown: bool, spark_master: str | None):

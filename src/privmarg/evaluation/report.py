@@ -397,15 +397,32 @@ def plot_error_bounds(check: dict):
     return fig
 
 
+def _risk_html(risk: dict) -> str:
+    """The provable risk panel in words: bounds for any attacker, from the ledger alone."""
+    rows = [f"<tr><td>a membership test that wrongly accuses {float(f):.1%} of non-members</td>"
+            f"<td class='num'>finds at most {float(v):.1%} of members</td></tr>"
+            for f, v in risk["membership_tpr_at_fpr"].items()]
+    rows.append("<tr><td>the best membership test, true minus false positives</td>"
+                f"<td class='num'>at most {float(risk['max_membership_advantage']):.1%}</td></tr>")
+    rows += [f"<tr><td>a guess of someone's sensitive value right {float(b):.0%} of the time without the release</td>"
+             f"<td class='num'>right at most {float(v):.1%} of the time with it</td></tr>"
+             for b, v in risk["attribute_success_from_baseline"].items()]
+    return ("<h2>What the privacy guarantee means for one person</h2><table>" + "".join(rows) + "</table>"
+            "<p class='note'>Worst-case upper bounds over every attacker and whatever else they know, "
+            "computed from the privacy ledger alone (no data); real attacks usually do far worse. "
+            "See docs/privacy.md, \"What ε means for a person\".</p>")
+
+
 def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str = "Synthetic data report",
                 sources: dict | None = None, labels: dict[str, list[str]] | None = None,
                 measured: Sequence[Sequence[str]] | None = None, budget: dict[str, float] | None = None,
-                notes: Sequence[str] = ()) -> str:
+                notes: Sequence[str] = (), risk: dict | None = None) -> str:
     """A self-contained HTML page for a result of :func:`evaluate` (plots as base64 PNG).
 
     ``labels``: per column, a name per code (:func:`~privmarg.evaluation.labels.code_labels`) for
     the axes; ``measured``: the cliques the run measured (marked on the plots); ``budget``: ρ by
-    phase (:func:`budget_by_phase`); ``notes``: lines shown under "Notes" (clipping, bounds).
+    phase (:func:`budget_by_phase`); ``notes``: lines shown under "Notes" (clipping, bounds);
+    ``risk``: the run's risk panel (``privacy_report()["risk"]``, :mod:`privmarg.privacy.risk`).
     """
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
@@ -438,6 +455,8 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
                      + "".join(f"<tr><td>{html.escape(k)}</td><td class='num'>{_fmt(float(v))}</td>"
                                f"<td class='num'>{100 * v / tot:.1f}%</td></tr>" for k, v in budget.items())
                      + "</table>")
+    if risk:
+        parts.append(_risk_html(risk))
     all_notes = list(notes)
     for what, cols in (result.get("clipped_values") or {}).items():
         all_notes.append(f"{what} table: values outside the schema's bounds were clipped to them: "
