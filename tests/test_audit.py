@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privmarg.audit import (audit_exponential, audit_gaussian, audit_selector, likelihood_ratio_score,
+from privmarg.audit import (audit_discovery, audit_exponential, audit_gaussian, audit_selector, likelihood_ratio_score,
                             neighbouring_tables, tiny_table)
 from privmarg.evaluation.audit import clopper_pearson_upper, epsilon_from_rates, epsilon_lower_bound
 from privmarg.generate import PGM
@@ -108,3 +108,12 @@ def test_gaussian_audit_at_a_large_delta_flags_half_noise_with_few_runs(neighbou
     ok = audit_gaussian(0.125, 20_000, neighbour=neighbour, delta=0.05, seed=1)
     bad = audit_gaussian(0.125, 20_000, neighbour=neighbour, delta=0.05, sigma_factor=0.5, seed=2)
     assert not ok.violated and bad.violated and bad.bound.epsilon_lb > 1.0
+
+
+@pytest.mark.parametrize("new_key,broken", [(True, 2.0), (False, 0.5)], ids=["new-key", "count"])
+def test_value_discovery_audit_flags_a_broken_variant_only(new_key, broken):
+    """DP value discovery: a new key must come out at most at its δ's rate (twice the noise with
+    the same threshold breaks that), a shared key's count must carry its noise (half breaks it)."""
+    ok = audit_discovery(0.125, 20_000, new_key=new_key, seed=1)
+    bad = audit_discovery(0.125, 20_000, new_key=new_key, noise_factor=broken, seed=2)
+    assert not ok.violated and bad.violated, (ok.to_dict(), bad.to_dict())

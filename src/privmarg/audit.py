@@ -32,11 +32,12 @@ from .evaluation.audit import AuditBound, epsilon_lower_bound
 from .measure import MeasurementSession
 from .privacy import (Accountant, cdp_eps, check_neighbour, check_noise, exponential_epsilon, exponential_mechanism,
                       exponential_mechanism_fitting, gaussian_sigma, marginal_l2)
+from .privacy.discovery import gaussian_threshold, threshold_for
 from .privacy.discrete import discrete_gaussian
 from .select.base import Context
 
 __all__ = ["AuditResult", "neighbouring_tables", "likelihood_ratio_score", "audit_gaussian", "audit_exponential",
-           "audit_selector", "UnderNoisedSession", "tiny_table"]
+           "audit_discovery", "audit_selector", "UnderNoisedSession", "tiny_table"]
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,43 @@ def audit_exponential(rho: float, runs: int, *, epsilon_factor: float = 1.0, fit
     if epsilon_factor != 1.0:
         name += f" (epsilon x {epsilon_factor:g})"
     return AuditResult(name, "add_remove", "gumbel", float(rho), float(delta), _claim(rho, delta), bound, int(runs))
+
+
+def audit_discovery(rho: float, runs: int, *, new_key: bool = True, key_delta: float = 0.01,
+                    conversion_delta: float = 0.04, noise_factor: float = 1.0, confidence: float = 0.95,
+                    seed: int = 0) -> AuditResult:
+    """Audit DP value discovery (:func:`~privmarg.privacy.discovery.gaussian_threshold`, add/remove;
+    noise σ for ``rho``, threshold set for ``key_delta``), against the claim
+    (``cdp_eps(rho, conversion_delta)``, ``key_delta + conversion_delta``). ``D`` holds one key 50
+    times. ``new_key``: ``D'`` adds a record with a key of its own, and a run's score is whether that
+    key came out (never on ``D``): a release rate above ``key_delta`` shows as an ε above the claim.
+    Otherwise ``D'`` adds a record to the existing key, and the score is its released noisy count
+    (the ε part). ``noise_factor``: a broken variant whose noise is that many times σ while the
+    threshold and the claim stay those of σ (2: the new key crosses far too often; 0.5: the count is
+    under-noised)."""
+    sigma = gaussian_sigma(rho, 1.0)
+    tau = threshold_for(sigma, key_delta, 1)
+    tables = (np.array([50.0]), np.array([50.0, 1.0])) if new_key else (np.array([50.0]), np.array([51.0]))
+    ss = np.random.SeedSequence(seed)
+    out = []
+    for counts, child in zip(tables, ss.spawn(2)):
+        rng = np.random.default_rng(child)
+        scores = []
+        for _ in range(runs):
+            acc = Accountant(rho / min(noise_factor, 1.0) ** 2, "add_remove", None, 0.999, delta_budget=0.99)
+            kept, noisy = gaussian_threshold(acc, counts, sigma * noise_factor, 1.0, tau, rng)
+            if new_key:
+                scores.append(float(1 in kept))
+            else:  # the shared key's noisy count (-inf if it was not released)
+                scores.append(float(noisy[list(kept).index(0)]) if 0 in kept else -np.inf)
+        out.append(np.array(scores))
+    total_delta = key_delta + conversion_delta
+    bound = epsilon_lower_bound(out[0], out[1], delta=total_delta, confidence=confidence, seed=seed)
+    name = "value discovery" + (" (new key)" if new_key else " (count)")
+    if noise_factor != 1.0:
+        name += f" (noise x {noise_factor:g})"
+    return AuditResult(name, "add_remove", "continuous", float(rho), float(total_delta),
+                       _claim(rho, conversion_delta), bound, int(runs))
 
 
 def audit_selector(make_selector: Callable[[], Any], data: Dataset, row: Any, rho: float, runs: int, *,
