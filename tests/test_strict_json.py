@@ -59,3 +59,14 @@ def test_cli_and_saved_models_refuse_repeated_keys(tmp_path):
     path.write_text(text.replace("{", "{" + json.dumps(key) + ": " + json.dumps(info[key]) + ", ", 1))
     with pytest.raises(ValueError, match="appears twice"):
         load(tmp_path / "model")
+
+
+def test_yaml_schemas_refuse_repeated_keys(tmp_path):
+    pytest.importorskip("yaml")
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("columns:\n  a: {type: categorical, values: [x, y]}\n  b: {type: categorical, values: [z]}\n")
+    assert list(Schema.load(ok).names) == ["a", "b"]
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("columns:\n  a: {type: categorical, values: [x, y]}\n  a: {type: categorical, values: [z]}\n")
+    with pytest.raises(ValueError, match="appears twice"):
+        Schema.load(dup)

@@ -631,13 +631,32 @@ def _read_spec(path: str | Path) -> Any:
         except ImportError:  # pragma: no cover - pyyaml is a common dependency
             raise SchemaError(f"{path}: reading YAML schemas needs pyyaml (pip install pyyaml), or use JSON") from None
         try:
-            return yaml.safe_load(text)
+            return yaml.load(text, Loader=_strict_yaml_loader(yaml))  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError as e:
             raise SchemaError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
     try:
         return strict_json.loads(text)
     except json.JSONDecodeError as e:
         raise SchemaError(f"{path}: not valid JSON: {e}") from None
+    except ValueError as e:  # a repeated key
+        raise SchemaError(f"{path}: {e}") from None
+
+
+def _strict_yaml_loader(yaml):
+    """yaml's SafeLoader refusing a key given twice in one mapping (it keeps the last silently)."""
+
+    class StrictLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictLoader
 
 
 def load_schema(path: str | Path) -> Schema:
