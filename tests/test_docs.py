@@ -92,3 +92,38 @@ def test_mkdocs_builds_without_warnings(tmp_path):
                        capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "site" / "methods" / "aim" / "index.html").is_file()
+    raw = re.compile(r":(class|meth|func|mod|attr|data|exc|obj):<code>")
+    pages = list((tmp_path / "site").rglob("*.html"))
+    assert pages and not [p for p in pages if raw.search(p.read_text(encoding="utf-8"))]  # roles became links
+    linked = (tmp_path / "site" / "api" / "data" / "index.html").read_text(encoding="utf-8")
+    assert 'class="autorefs autorefs-internal"' in linked
+
+
+def test_the_api_reference_covers_the_public_api_and_the_cli():
+    """Every name in privmarg.__all__ has an entry on an API page (the presets through
+    privmarg.presets, those made from registry entries through their selectors), and every CLI
+    command is on the command-line page."""
+    import privmarg
+    from privmarg import registry
+    from privmarg.cli import app
+
+    api = "\n".join(p.read_text() for p in (ROOT / "docs" / "api").glob("*.md"))
+    directives = set(re.findall(r"^::: (\S+)", api, re.M))
+    presets = {registry.preset_class(n).__name__: registry.entry("preset", n) for n in registry.names("preset")}
+    missing = []
+    for name in privmarg.__all__:
+        if name in presets:
+            e = presets[name]
+            sel = registry.make_selector(e.selector) if e.selector else None
+            ok = "privmarg.presets" in directives if sel is None else \
+                f"{type(sel).__module__}.{type(sel).__name__}" in directives
+        else:
+            obj = getattr(privmarg, name)
+            ok = f"privmarg.{name}" in directives or any(
+                d.endswith("." + name) or d == getattr(obj, "__name__", None) for d in directives)
+        if not ok:
+            missing.append(name)
+    assert missing == []
+    cli = (ROOT / "docs" / "cli.md").read_text()
+    commands = [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups]
+    assert [c for c in commands if f"privmarg {c}" not in cli] == []
