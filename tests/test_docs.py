@@ -127,3 +127,58 @@ def test_the_api_reference_covers_the_public_api_and_the_cli():
     cli = (ROOT / "docs" / "cli.md").read_text()
     commands = [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups]
     assert [c for c in commands if f"privmarg {c}" not in cli] == []
+
+
+def _fenced(text: str) -> list[tuple[str, str]]:
+    """(language, body) of every fenced code block, fences paired in order."""
+    out, lang, body = [], None, []
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if lang is None:
+                lang, body = line[3:].strip(), []
+            else:
+                out.append((lang, "\n".join(body) + "\n"))
+                lang = None
+        elif lang is not None:
+            body.append(line)
+    return out
+
+
+def _commands(text: str) -> list[list[str]]:
+    """The ``privmarg ...`` lines of a page's plain code blocks (continuation lines joined)."""
+    import shlex
+
+    out = []
+    for lang, block in _fenced(text):
+        if lang:
+            continue
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith("privmarg "):
+                out.append(shlex.split(line)[1:])
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["tutorial.md", "getting-started.md"])
+def test_the_walkthrough_pages_run_as_written(page, tmp_path, monkeypatch):
+    """Every Python block (in one namespace, in order) and every privmarg command of the page, in
+    a scratch folder, as a reader would paste them."""
+    text = (ROOT / "docs" / page).read_text()
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {"__name__": "__docs__"}
+    for i, block in enumerate(b for lang, b in _fenced(text) if lang == "python"):
+        exec(compile(block, f"{page} python block {i + 1}", "exec"), ns)
+    commands = _commands(text)
+    assert len(commands) >= (5 if page == "tutorial.md" else 3)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    for argv in commands:
+        r = subprocess.run([sys.executable, "-m", "privmarg", *argv], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, (argv, r.stderr[-2000:])
+    if page == "tutorial.md":
+        import pandas as pd
+
+        married = pd.read_csv(tmp_path / "pums" / "married.csv")
+        assert len(married) == 1000 and (married["married"] == 1).all()
+        assert "What the privacy guarantee means" in (tmp_path / "pums" / "evaluation.html").read_text()
