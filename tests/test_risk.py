@@ -108,3 +108,19 @@ def test_the_panel_reaches_reports_the_cli_and_the_html(tmp_path):
     page = (tmp_path / "e.html").read_text()
     assert "What the privacy guarantee means for one person" in page and "finds at most" in page
     assert json.loads((tmp_path / "e.json").read_text())["privacy_risk"] == risk
+
+
+def test_the_choosing_page_quotes_the_panel():
+    """docs/choosing.md's table of what ε means is the panel's own numbers at δ = 1e-9."""
+    import re
+    from pathlib import Path
+
+    from privmarg.privacy import cdp_rho
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "choosing.md").read_text()
+    rows = re.findall(r"^\| ([\d.]+) \| ([\d.]+)%[^|]*\| ([\d.]+)% \|$", text, re.M)
+    assert len(rows) == 4
+    for eps, tpr, adv in rows:
+        prof = zcdp_profile(cdp_rho(float(eps), 1e-9))
+        assert membership_tpr(prof, 0.01) * 100 == pytest.approx(float(tpr), abs=0.05 * float(tpr) + 0.01)
+        assert max_advantage(prof) * 100 == pytest.approx(float(adv), abs=0.6)
