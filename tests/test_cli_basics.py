@@ -120,3 +120,14 @@ def test_synth_noise_discrete_is_in_the_ledger(tmp_path):
     assert r.exit_code == 0, r.output
     rep = json.loads((tmp_path / "r.json").read_text())["privacy"]
     assert rep["noise"] == "discrete" and {e["mechanism"] for e in rep["ledger"]} == {"discrete_gaussian"}
+
+
+def test_neighbour_help_names_every_replace_one_method():
+    """The --neighbour help lists the presets whose own default is replace-one (it named PrivPGD
+    only while JAM and RAP run replace-one too)."""
+    from privmarg import registry
+
+    replace_one = [registry.preset_class(n).__name__ for n in registry.names("preset")
+                   if registry.make_preset(n, 1.0, 1e-9).neighbour == "replace_one"]
+    text = " ".join(CliRunner().invoke(app, ["synth", "--help"], terminal_width=400).output.split())
+    assert replace_one and all(name in text for name in replace_one), (replace_one, text)

@@ -36,7 +36,7 @@ def synth(
     seed: Optional[int] = typer.Option(None, "--seed", help="makes the whole run reproducible (tests and benchmarks only: the noise can be replayed)"),
     workload: str = typer.Option("all-3way", "--workload", help="all-2way, all-3way, all-3way:target=COL, all-3way:involving=A,B (cliques with any of them), all-3way:within='A,B,C;D,E' (cliques inside a group), or a JSON file"),
     max_model_size: float = typer.Option(80.0, "--max-model-size", help="model capacity in MB (AIM, MWEM)"),
-    neighbour: Optional[str] = typer.Option(None, "--neighbour", help="add_remove or replace_one (default: the method's; add_remove except PrivPGD)"),
+    neighbour: Optional[str] = typer.Option(None, "--neighbour", help="add_remove or replace_one (default: the method's own: replace_one for JAM, PrivPGD and RAP, add_remove otherwise)"),
     output: Path = typer.Option(..., "--output", "-o", help="synthetic table (.csv or .parquet)"),
     report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, rows (no timing)"),
     zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..]: integer codes with --domain, raw values with --schema'),
