@@ -582,3 +582,14 @@ def test_a_seeded_release_is_warned_about(ws):
     assert seeded.exit_code == 0 and "warning: --seed makes the noise reproducible" in seeded.stderr
     plain = runner.invoke(app, (S + " -o {d}/out2.csv").format(d=d).split())
     assert plain.exit_code == 0 and "--seed" not in plain.stderr
+
+
+@pytest.mark.parametrize("eps,delta,words", [("50", "1e-9", ["epsilon 50 protects individuals only weakly"]),
+                                              ("1", "0.5", ["delta 0.5 is the chance"]),
+                                              ("1", "1e-9", [])])
+def test_a_weak_budget_is_warned_about_before_spending(ws, eps, delta, words):
+    d, _ = ws
+    r = runner.invoke(app, (S + f" --epsilon {eps} --delta {delta} -o {{d}}/out.csv").format(d=d).split())
+    assert r.exit_code == 0
+    warned = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warned) == len(words) and all(w in " ".join(warned) for w in words), r.stderr

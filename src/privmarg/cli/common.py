@@ -105,6 +105,23 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path 
             raise UsageProblem(f"{opt} {out} exists and is not a regular file")
 
 
+WEAK_EPSILON = 10.0  # above this, the risk panel's bounds are close to no protection
+LARGE_DELTA = 1e-5  # δ must be far below 1/N; above this it is so for no table worth protecting
+
+
+def budget_warnings(epsilon: float, delta: float) -> list[str]:
+    """Plain-words warnings about a budget, from the budget alone (public): a large ε protects
+    little, a large δ is a real chance of no protection at all."""
+    out = []
+    if epsilon > WEAK_EPSILON:
+        out.append(f"warning: epsilon {epsilon:g} protects individuals only weakly (see the risk line after "
+                   "the run, and docs/choosing.md)")
+    if delta > LARGE_DELTA:
+        out.append(f"warning: delta {delta:g} is the chance that the guarantee fails outright: keep it far "
+                   "below 1/N, N the number of rows (1e-9 suits tables up to millions of rows; docs/choosing.md)")
+    return out
+
+
 def check_model_folder(folder: Path, outputs: Mapping[str, Path | None]) -> None:
     """Raise :class:`UsageProblem` unless the model folder can be published beside the other
     outputs: none of them is the folder or inside it, and its parent (or the nearest existing

@@ -16,8 +16,8 @@ from ..data import DataError, Dataset, read_table
 from ..io import json_writer, publish, table_writer
 from ..privacy import NEIGHBOURS, BudgetExceededError
 from ..schema import MAX_MARGINAL_CELLS, Schema
-from .common import (UsageProblem, budget_progress, check_marginal_sizes, check_model_folder, check_outputs,
-                     check_rows_memory, err, fail, one_line, peak_memory_mb)
+from .common import (UsageProblem, budget_progress, budget_warnings, check_marginal_sizes, check_model_folder,
+                     check_outputs, check_rows_memory, err, fail, one_line, peak_memory_mb)
 
 _METHODS = ", ".join(registry.names("preset"))
 _GENERATORS = ", ".join(registry.names("generator"))
@@ -140,6 +140,8 @@ def synth(
     except (UsageProblem, DataError, ValueError, KeyError, FileNotFoundError, OSError) as e:
         fail(one_line(e))
 
+    for line in budget_warnings(epsilon, delta):
+        err.print(line, highlight=False, soft_wrap=True)
     if seed is not None:
         err.print("warning: --seed makes the noise reproducible: whoever knows the seed can recompute "
                   "and remove it. Use it for tests and benchmarks, not for a release.", highlight=False, soft_wrap=True)
