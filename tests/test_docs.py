@@ -170,7 +170,7 @@ def test_the_walkthrough_pages_run_as_written(page, tmp_path, monkeypatch):
     for i, block in enumerate(b for lang, b in _fenced(text) if lang == "python"):
         exec(compile(block, f"{page} python block {i + 1}", "exec"), ns)
     commands = _commands(text)
-    assert len(commands) >= (5 if page == "tutorial.md" else 3)
+    assert len(commands) >= (6 if page == "tutorial.md" else 3)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     for argv in commands:
         r = subprocess.run([sys.executable, "-m", "privmarg", *argv], cwd=tmp_path, env=env, capture_output=True,

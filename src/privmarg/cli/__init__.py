@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from . import bench, datasets, evaluate, sample, schema, synth
+from . import bench, datasets, evaluate, plan, sample, schema, synth
 from .common import err, fail  # err re-exported for tests that silence it
 
 # plain click help: typer 0.29's rich panels print flags as "--flag <bool>", as if they took a value;
@@ -46,7 +46,7 @@ def main(version: bool = typer.Option(False, "--version", "-V", callback=_versio
             logger.addHandler(RichHandler(console=err, show_path=False, markup=False))
 
 
-for _command in (synth, sample, schema, evaluate, bench, datasets):
+for _command in (plan, synth, sample, schema, evaluate, bench, datasets):
     _command.register(app)
 
 

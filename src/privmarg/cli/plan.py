@@ -1,0 +1,113 @@
+"""``privmarg plan``: what a release would spend, how noisy its first measurements would be and what
+its guarantee means, before any data is read (domain or schema only: no privacy cost)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .common import UsageProblem, budget_warnings, err, fail, one_line
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | None, workload: str) -> list[str]:
+    """The plan in plain words. ``rows``: the curator's estimate of the table's size (only to put
+    the noise in proportion; nothing is read). Public inputs only."""
+    from .. import registry
+    from ..core import downward_closure, parse_workload
+    from ..privacy import Accountant, cdp_rho, gaussian_sigma, marginal_l2, round_plan
+    from ..privacy.risk import risk_panel
+    from ..select.aim import default_rounds
+
+    rho = cdp_rho(epsilon, delta)
+    mech = registry.make_preset(method, epsilon, delta)
+    neighbour = mech.neighbour
+    l2 = marginal_l2(neighbour)
+    d = len(domain)
+    cells = [domain[a] for a in domain.attrs]
+    lines = [f"budget: epsilon {epsilon:g} at delta {delta:g} = rho {rho:.4g} zCDP, {neighbour.replace('_', '/')} "
+             f"neighbours; {d} columns, {domain.size():.3g} cells in the full table"]
+    if method == "aim":
+        k = len(downward_closure(parse_workload(workload, domain), domain))
+        t = default_rounds(d, k)
+        first = round_plan(rho, 0.9, l2, t).sigma
+        lines.append(f"AIM: {k:,} candidate marginals in the {workload} workload's closure; the budget is sized "
+                     f"for T = {t} rounds (fewer run: rounds get more budget when the model stops moving); "
+                     f"each 1-way marginal is first measured with noise sigma {first:.3g} counts per cell")
+    elif method == "mst":
+        first = gaussian_sigma(rho / 3 / d, l2)
+        s2 = gaussian_sigma(rho / 3 / max(d - 1, 1), l2)
+        lines.append(f"MST: a third of the budget each for the 1-way marginals (sigma {first:.3g} counts per "
+                     f"cell), the choice of {d - 1} pairs, and their 2-way marginals (sigma {s2:.3g})")
+    else:
+        first = gaussian_sigma(rho / d, l2)
+        lines.append(f"{method}: for reference, every 1-way marginal measured once with the whole budget would "
+                     f"get sigma {first:.3g} counts per cell; this method spends part of it elsewhere")
+    if rows:
+        errs = [SQRT_2_OVER_PI * first * c / rows for c in cells]
+        worst = max(range(d), key=lambda i: errs[i])
+        lines.append(f"with about {rows:,} rows: expected L1 error of a 1-way marginal (0-2) from that noise "
+                     f"{min(errs):.3g} to {max(errs):.3g} (column {domain.attrs[worst]!r}, {cells[worst]} values)")
+        if max(errs) > 0.5:
+            lines.append("warning: the noise is comparable to the counts: a larger epsilon, fewer columns or "
+                         "coarser bins would help")
+        if delta >= 1.0 / rows:
+            lines.append(f"warning: delta {delta:g} is not below 1/N for N = {rows:,}: choose delta far below 1/N")
+    acc = Accountant(rho, neighbour)
+    acc.charge(rho, "the whole budget", "gaussian", sigma=gaussian_sigma(rho, l2), l2_sensitivity=l2)
+    risk = risk_panel(acc)
+    lines.append(f"risk, worst case over every attacker: a membership test that wrongly accuses 1% of "
+                 f"non-members finds at most {risk.membership_tpr[0.01]:.1%} of the people in the data "
+                 f"(largest advantage {risk.max_advantage:.1%}); a 50/50 guess of someone's value becomes "
+                 f"right at most {risk.attribute_success[0.5]:.1%} of the time")
+    return lines + budget_warnings(epsilon, delta)
+
+
+def plan(
+    domain: Optional[Path] = typer.Option(None, "--domain", help='JSON {"column": size, ...}'),
+    schema: Optional[Path] = typer.Option(None, "--schema", help="public schema of a raw table (JSON/YAML)"),
+    method: str = typer.Option("aim", "--method", help="a preset (privmarg synth's --method)"),
+    epsilon: float = typer.Option(..., "--epsilon"),
+    delta: float = typer.Option(..., "--delta"),
+    rows: Optional[int] = typer.Option(None, "--rows", help="about how many rows the table has (your estimate; "
+                                                             "nothing is read)"),
+    workload: str = typer.Option("all-3way", "--workload", help="AIM's workload"),
+) -> None:
+    """Before spending: the budget's split, the noise of the first measurements and what the
+    guarantee means for one person. Reads the domain or schema only (no data, no privacy cost)."""
+    from .. import registry
+    from ..core import Domain
+    from ..schema import Schema
+
+    try:
+        if (domain is None) == (schema is None):
+            raise UsageProblem("give either --domain DOMAIN.json or --schema SCHEMA.json")
+        if method.lower() not in registry.names("preset"):
+            raise UsageProblem(f"unknown method {method!r}: choose from {', '.join(registry.names('preset'))}")
+        if not (epsilon > 0 and math.isfinite(epsilon)):
+            raise UsageProblem(f"--epsilon must be > 0, got {epsilon}")
+        if not 0 < delta < 1:
+            raise UsageProblem(f"--delta must be in (0, 1), got {delta}")
+        if rows is not None and rows < 1:
+            raise UsageProblem("--rows must be >= 1")
+        dom = Domain.from_json(domain) if domain is not None else _schema_domain(Schema.load(schema))
+        lines = plan_lines(dom, method.lower(), epsilon, delta, rows, workload)
+    except (UsageProblem, ValueError, KeyError, OSError) as e:
+        fail(one_line(e))
+    for line in lines:
+        err.print(line, highlight=False, soft_wrap=True)
+
+
+def _schema_domain(schema):
+    """The domain a schema's public encoding gives (its DP-sized bins at their public maximum)."""
+    from ..preprocess import TableEncoder
+
+    return TableEncoder(schema.public_encoding()).fit().domain
+
+
+def register(app) -> None:
+    app.command("plan")(plan)
