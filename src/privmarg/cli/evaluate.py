@@ -224,6 +224,8 @@ def evaluate_cmd(
         fail(one_line(e))
     shown = {k: result[k] for k in ("tv_2way", "sw1_2way", "workload_error_3way", "covariance_error") if k in result}
     err.print(", ".join(f"{k} {v:.4g}" for k, v in shown.items()))
+    for line in result.get("verdicts") or []:
+        err.print(f"note: {line}", highlight=False, soft_wrap=True)
     err.print(f"wrote {output}" + ("" if json_path == output else f" and {json_path}"))
 
 

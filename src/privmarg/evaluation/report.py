@@ -30,6 +30,7 @@ from .metrics import (
     tv_per_marginal,
     workload_error,
 )
+from .verdicts import verdicts
 
 #: scalar metrics shown in the "error per metric" plot, with a one-line meaning each
 METRIC_INFO = {
@@ -128,6 +129,7 @@ def evaluate(real: Dataset, synthetic: Dataset, *, test: Dataset | None = None, 
         base = evaluate(real, independence_baseline(real, seed=seed), metrics=[m for m in wanted if m in METRIC_INFO],
                         seed=seed, numeric=numeric, worst=0)
         out["baseline"] = {"name": BASELINE_NAME, **{m: base[m] for m in METRIC_INFO if m in base}}
+    out["verdicts"] = verdicts(out, real, synthetic)
     out["metric_seconds"] = secs
     return out
 
@@ -431,6 +433,12 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
                                          for k, v in sources.items()) + "</table>")
     parts.append(f"<p>{result['rows_real']} real rows, {result['rows_synthetic']} synthetic rows, "
                  f"{len(result['columns'])} columns.</p>")
+    if result.get("verdicts"):
+        parts.append("<h2>What this report sees</h2><ul class='verdicts'>"
+                     + "".join(f"<li>{html.escape(v)}</li>" for v in result["verdicts"]) + "</ul>")
+    elif "verdicts" in result:
+        parts.append("<h2>What this report sees</h2><p>Nothing to flag: every dependence metric beats the "
+                     "independence baseline, no strong association is lost and every column is close.</p>")
     base = result.get("baseline") or {}
     parts.append("<h2>Metrics</h2><table><tr><th>metric</th><th>synthetic</th>"
                  + ("<th>independence baseline</th>" if base else "") + "<th>meaning</th></tr>")
