@@ -176,3 +176,38 @@ def test_draft_leaves_infinite_values_out_of_the_bounds():
     assert cols["y"] == {"type": "float", "min": 1.5, "max": 1.5} or cols["y"]["type"] == "categorical"
     assert all(math.isfinite(float(v)) for c in cols.values() for k, v in c.items() if k in ("min", "max"))
     assert sum("infinite values" in n for n in notes) == 2
+
+
+def test_a_declared_null_marker_reads_and_writes_missing_values(tmp_path):
+    """Nulls written "N" (a census excerpt's convention) are missing values when the schema says
+    so (per column, or for the table), and the synthetic table writes its missing values the same
+    way; without the marker the same file is refused with one clear error."""
+    from privmarg import MST, Schema
+
+    rng = np.random.default_rng(0)
+    n = 600
+    inc = rng.integers(0, 1000, n).astype(object)
+    inc[rng.random(n) < 0.2] = "N"
+    job = rng.choice(["a", "b"], n).astype(object)
+    job[rng.random(n) < 0.1] = "N"
+    df = pd.DataFrame({"inc": inc, "job": job, "age": rng.integers(0, 90, n)})
+    spec = {"null": "N", "columns": {"inc": {"type": "integer", "min": 0, "max": 999, "missing": True},
+                                     "job": {"type": "categorical", "values": ["a", "b"], "null": ["N", "n/a"]},
+                                     "age": {"type": "integer", "min": 0, "max": 99}}}
+    sch = Schema.from_dict(spec)
+    assert sch["inc"].null == ("N",) and sch["job"].null == ("N", "n/a") and sch["job"].missing
+    assert sch["age"].null == ("N",) and not sch["age"].missing  # the table's marker allows nothing by itself
+    assert Schema.from_dict(sch.to_dict()).to_dict() == sch.to_dict()  # round trip
+    m = MST(5.0, 1e-9, seed=0).fit(df, sch)
+    out = m.sample(2000, seed=1)
+    assert (out["inc"] == "N").mean() == pytest.approx(0.2, abs=0.06)
+    assert set(out["job"].unique()) <= {"a", "b", "N"} and (out["job"] == "N").any()
+    assert not (out["age"].astype(str) == "N").any()
+    nums = pd.to_numeric(out["inc"][out["inc"] != "N"])
+    assert nums.between(0, 999).all()
+    with pytest.raises(DataError, match="not a number|missing"):
+        MST(1.0, 1e-9, seed=0).fit(df, Schema.from_dict({"columns": {**spec["columns"], "inc": {
+            "type": "integer", "min": 0, "max": 999}, "job": {"type": "categorical", "values": ["a", "b", "N"]}}}))
+    for bad in ({"null": ""}, {"null": 5}, {"null": "N", "missing": False}):
+        with pytest.raises(SchemaError, match="null"):
+            Schema.from_dict({"columns": {"x": {"type": "boolean", **bad}}})

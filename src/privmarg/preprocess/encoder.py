@@ -406,8 +406,12 @@ class TableEncoder:
             pos = _copula_positions([self.codecs_[n] for n in names], codes.astype(np.int64), rng)
         out = {}
         for j, name in enumerate(names):
-            out[name] = _decode_column(self.codecs_[name], codes[:, j].astype(np.int64), rng, midpoint,
-                                       None if exact is None else exact.get(name), pos.get(j))
+            col = _decode_column(self.codecs_[name], codes[:, j].astype(np.int64), rng, midpoint,
+                                 None if exact is None else exact.get(name), pos.get(j))
+            spec = self.codecs_[name].spec
+            if spec.null:  # missing values written as the input wrote them
+                col = col.astype(object).where(col.notna(), spec.null[0])
+            out[name] = col
         return pd.DataFrame(out)
 
     # ------------------------------------------------------------------------------ saving
@@ -752,6 +756,8 @@ def _show(v: Any) -> str:
 
 
 def _prepare_column(col: ColumnSpec, s: pd.Series, clipped: dict[str, int] | None = None) -> np.ndarray:
+    if col.null:  # the schema's texts for a missing value
+        s = s.mask(s.astype(str).str.strip().isin(col.null))
     null = s.isna().to_numpy()
     if null.any() and not col.missing:
         raise _err(col, f"{int(null.sum())} missing value(s), but the schema does not allow them "

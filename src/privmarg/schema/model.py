@@ -16,7 +16,10 @@ File format (JSON or YAML)::
        "score":  {"type": "float", "min": 0, "max": 1, "missing": true}}}
 
 Keys per column: ``type`` (categorical, integer, float, boolean, datetime); ``missing`` (nulls allowed,
-kept as their own value); ``description`` (free text). Categorical: ``values`` (the public list),
+kept as their own value); ``null`` (the text, or list of texts, that means a missing value in the
+input, e.g. ``"N"``; implies ``missing``, and the first is written for a missing value on output; a
+top-level ``null`` gives every column that text, and ``missing`` still says which columns allow it);
+``description`` (free text). Categorical: ``values`` (the public list),
 ``other`` (values outside the list share one reserved value, decoded as ``other_label``, default
 ``"__other__"``), ``merge_rare`` (DP rare-category merging). Numeric and datetime: ``min``/``max``
 (inclusive public bounds; values outside are clipped), ``binning`` (``exact``: one code per value,
@@ -103,7 +106,7 @@ HEAVY_FIXED_MAX_VALUES = 2**16
 #: above the noise, so only large tables find many (a route distance, a flight time in whole minutes)
 HEAVY_MAX_ATOMS = 256
 
-_COMMON_KEYS = {"type", "missing", "description"}
+_COMMON_KEYS = {"type", "missing", "description", "null"}
 _KEYS = {
     "categorical": _COMMON_KEYS | {"values", "other", "other_label", "merge_rare", "max_values"},
     "boolean": _COMMON_KEYS,
@@ -159,6 +162,7 @@ class ColumnSpec:
     max_values: int = DEFAULT_MAX_VALUES  # most values DP discovery keeps
     heavy_values: bool = True  # adaptive integer/float columns: values holding many rows become atoms (DP)
     given: tuple = ()  # dp_bounds: the binning keys as written, ((key, value), ...), applied once resolved
+    null: tuple = ()  # texts that mean a missing value in the input ("N", "-99"); the first is written for one
     # derived: numeric bounds on the encoding axis (integer units for integer/datetime columns)
     lo: float = field(default=math.nan, compare=False)
     hi: float = field(default=math.nan, compare=False)
@@ -268,7 +272,7 @@ class ColumnSpec:
                                 "max": int(hi) if self.lattice else float(hi)}
         for k, v in self.given:
             spec[k] = [a for a in v if lo <= a <= hi] if k == "atoms" else v
-        return _parse_column(self.name, spec)
+        return _parse_column(self.name, spec, list(self.null) or None)  # the marker, not its "missing"
 
     def with_values(self, values: Any) -> "ColumnSpec":
         """This ``"values": "dp"`` column with the released values as its list (and ``other``)."""
@@ -305,6 +309,8 @@ class ColumnSpec:
                 out["heavy_values"] = False
         if self.missing:
             out["missing"] = True
+        if self.null and self.missing:  # (a table-wide marker on a column without nulls changes nothing)
+            out["null"] = list(self.null)
         if self.description:
             out["description"] = self.description
         return out
@@ -315,7 +321,15 @@ def string_dtype():
     return "str" if int(pd.__version__.split(".")[0]) >= 3 else "object"
 
 
-def _parse_column(name: str, spec: Any) -> ColumnSpec:
+def _null_markers(value: Any, bad) -> tuple:
+    """The ``null`` key: one text or a list of texts that mean "missing" in the input."""
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) and t.strip() for t in texts):
+        raise bad(f"\"null\" must be a non-empty text or a list of them (e.g. \"N\"), got {value!r}")
+    return tuple(dict.fromkeys(t.strip() for t in texts))
+
+
+def _parse_column(name: str, spec: Any, table_null: Any = None) -> ColumnSpec:
     def bad(msg: str) -> SchemaError:
         return SchemaError(f"schema column {name!r}: {msg}")
 
@@ -337,6 +351,13 @@ def _parse_column(name: str, spec: Any) -> ColumnSpec:
 
     kw: dict[str, Any] = {"name": name, "type": typ, "missing": flag("missing"),
                           "description": str(spec.get("description", ""))}
+    if "null" in spec:  # on the column: its missing values are written so (and allowed)
+        kw["null"] = _null_markers(spec["null"], bad)
+        if spec.get("missing") is False:
+            raise bad("\"null\" names the text of a missing value: it needs \"missing\" true (or left out)")
+        kw["missing"] = True
+    elif table_null is not None:  # the table's text for a missing value; "missing" still says if allowed
+        kw["null"] = _null_markers(table_null, lambda m: SchemaError(f"schema: {m}"))
     if "heavy_values" in spec:
         if not isinstance(spec["heavy_values"], bool):
             raise bad(f"'heavy_values' must be true or false, got {spec['heavy_values']!r}")
@@ -515,13 +536,15 @@ class Schema:
         where = f"{source}: " if source else ""
         if not isinstance(spec, Mapping) or not isinstance(spec.get("columns"), Mapping):
             raise SchemaError(f"{where}a schema must be an object with a \"columns\" object")
-        extra = [k for k in spec if k not in ("columns", "description", "draft") and not str(k).startswith("_")]
+        extra = [k for k in spec if k not in ("columns", "description", "draft", "null") and not str(k).startswith("_")]
         if extra:
             raise SchemaError(f"{where}unknown top-level key(s) {extra} (expected \"columns\")")
         draft = spec.get("draft", False)
         if not isinstance(draft, bool):
             raise SchemaError(f"{where}\"draft\" must be true or false, got {draft!r}")
-        return cls([_parse_column(str(n), s) for n, s in spec["columns"].items()], source=source, draft=draft)
+        table_null = spec.get("null")
+        cols = [_parse_column(str(n), s, table_null) for n, s in spec["columns"].items()]
+        return cls(cols, source=source, draft=draft)
 
     @classmethod
     def load(cls, path: str | Path) -> "Schema":
