@@ -211,3 +211,28 @@ def test_a_declared_null_marker_reads_and_writes_missing_values(tmp_path):
     for bad in ({"null": ""}, {"null": 5}, {"null": "N", "missing": False}):
         with pytest.raises(SchemaError, match="null"):
             Schema.from_dict({"columns": {"x": {"type": "boolean", **bad}}})
+
+
+def test_boolean_labels_read_and_write_the_tables_own_form():
+    """A boolean written 0/1 or no/yes comes back 0/1 or no/yes (it came back True/False), and the
+    draft records the form of a yes/no column."""
+    from privmarg import MST, Schema
+
+    rng = np.random.default_rng(0)
+    n = 500
+    df = pd.DataFrame({"dead": rng.integers(0, 2, n), "smoker": rng.choice(["no", "yes"], n),
+                       "x": rng.integers(0, 3, n)})
+    sch = Schema.from_dict({"columns": {"dead": {"type": "boolean", "labels": [0, 1]},
+                                        "smoker": {"type": "boolean", "labels": ["no", "yes"], "missing": True},
+                                        "x": {"type": "categorical", "values": [0, 1, 2]}}})
+    assert Schema.from_dict(sch.to_dict()) == sch
+    out = MST(2.0, 1e-9, seed=0).fit(df, sch).sample(200, seed=1)
+    assert out["dead"].dtype == np.int64 and set(out["dead"]) <= {0, 1}
+    assert set(out["smoker"].dropna()) <= {"no", "yes"}
+    df2 = df.assign(dead=np.where(df["dead"] == 1, "true", "false"))  # the usual forms still read
+    MST(2.0, 1e-9, seed=0).fit(df2, sch)
+    for bad in ([0], [1, 1], [True, False], "01"):
+        with pytest.raises(SchemaError, match="labels"):
+            Schema.from_dict({"columns": {"b": {"type": "boolean", "labels": bad}}})
+    spec, _ = draft_schema(pd.DataFrame({"s": ["Yes", "No", "No"] * 10}))
+    assert spec["columns"]["s"] == {"type": "boolean", "labels": ["No", "Yes"]}

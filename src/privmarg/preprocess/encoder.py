@@ -98,7 +98,7 @@ class ColumnCodec:
         """Base values of a categorical/boolean column (index = base code)."""
         s = self.spec
         if s.type == "boolean":
-            return [False, True]
+            return list(s.labels) if s.labels else [False, True]
         return list(s.values) + ([s.other_label] if s.other else [])
 
     def report(self) -> dict:
@@ -831,9 +831,12 @@ def _boolean_codes(col: ColumnSpec, vals: pd.Series) -> np.ndarray:
         return vals.to_numpy(dtype=bool).astype(np.int64)
     inv, uniq = pd.factorize(vals)
     table = np.empty(len(uniq), dtype=np.int64)
+    declared = {_loose_key(v): i for i, v in enumerate(col.labels)}
     for i, u in enumerate(uniq):
         key = str(_jsonable(u)).strip().lower()
-        if isinstance(u, (bool, np.bool_)):
+        if _loose_key(_jsonable(u)) in declared:  # the schema's own labels first
+            table[i] = declared[_loose_key(_jsonable(u))]
+        elif isinstance(u, (bool, np.bool_)):
             table[i] = int(bool(u))
         elif isinstance(u, (int, float, np.integer, np.floating)) and float(u) in (0.0, 1.0):
             table[i] = int(float(u))

@@ -95,6 +95,9 @@ def draft_schema(df: pd.DataFrame, *, dp: bool = False) -> tuple[dict, list[str]
             lowered = {str(v).strip().lower() for v in pd.unique(nonnull)}
             if lowered and lowered <= (_TRUE | _FALSE):
                 spec = {"type": "boolean"}
+                forms = sorted({str(v).strip() for v in pd.unique(nonnull)}, key=lambda v: v.lower() in _TRUE)
+                if len(forms) == 2 and forms[0].lower() in _FALSE and forms[1].lower() in _TRUE:
+                    spec["labels"] = forms  # written back the way the table writes them
             else:
                 parsed = _try_datetime(nonnull)
                 if parsed is not None:

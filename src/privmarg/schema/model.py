@@ -21,7 +21,9 @@ input, e.g. ``"N"``; implies ``missing``, and the first is written for a missing
 top-level ``null`` gives every column that text, and ``missing`` still says which columns allow it);
 ``description`` (free text). Categorical: ``values`` (the public list),
 ``other`` (values outside the list share one reserved value, decoded as ``other_label``, default
-``"__other__"``), ``merge_rare`` (DP rare-category merging). Numeric and datetime: ``min``/``max``
+``"__other__"``), ``merge_rare`` (DP rare-category merging). Boolean: ``labels``
+(how the table writes false and true, e.g. ``[0, 1]`` or ``["no", "yes"]``: read as well as the usual
+forms, and written back so). Numeric and datetime: ``min``/``max``
 (inclusive public bounds; values outside are clipped), ``binning`` (``exact``: one code per value,
 integer and datetime columns only; ``uniform``: ``bins`` equal-width bins, free; ``privtree``: at most
 ``bins`` adaptive bins, DP; ``quantiles``: ``bins`` bins of about equal mass, DP quantiles of a
@@ -109,7 +111,7 @@ HEAVY_MAX_ATOMS = 256
 _COMMON_KEYS = {"type", "missing", "description", "null"}
 _KEYS = {
     "categorical": _COMMON_KEYS | {"values", "other", "other_label", "merge_rare", "max_values"},
-    "boolean": _COMMON_KEYS,
+    "boolean": _COMMON_KEYS | {"labels"},
     "integer": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms", "bounds", "heavy_values"},
     "float": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms", "bounds", "heavy_values"},
     "datetime": _COMMON_KEYS | {"min", "max", "bins", "binning", "unit"},
@@ -163,6 +165,7 @@ class ColumnSpec:
     heavy_values: bool = True  # adaptive integer/float columns: values holding many rows become atoms (DP)
     given: tuple = ()  # dp_bounds: the binning keys as written, ((key, value), ...), applied once resolved
     null: tuple = ()  # texts that mean a missing value in the input ("N", "-99"); the first is written for one
+    labels: tuple = ()  # boolean: how the table writes (false, true), e.g. (0, 1) or ("no", "yes")
     # derived: numeric bounds on the encoding axis (integer units for integer/datetime columns)
     lo: float = field(default=math.nan, compare=False)
     hi: float = field(default=math.nan, compare=False)
@@ -249,9 +252,9 @@ class ColumnSpec:
             return "float64"
         if self.type == "datetime":
             return "datetime64[ns]"
-        if self.type == "boolean":
+        if self.type == "boolean" and not self.labels:
             return "boolean" if self.missing else "bool"
-        vals = list(self.values)
+        vals = list(self.labels if self.type == "boolean" else self.values)
         if not self.other:
             if all(isinstance(v, (bool, np.bool_)) for v in vals):
                 return "boolean" if self.missing else "bool"
@@ -309,6 +312,8 @@ class ColumnSpec:
                 out["heavy_values"] = False
         if self.missing:
             out["missing"] = True
+        if self.labels:
+            out["labels"] = list(self.labels)
         if self.null and self.missing:  # (a table-wide marker on a column without nulls changes nothing)
             out["null"] = list(self.null)
         if self.description:
@@ -358,6 +363,13 @@ def _parse_column(name: str, spec: Any, table_null: Any = None) -> ColumnSpec:
         kw["missing"] = True
     elif table_null is not None:  # the table's text for a missing value; "missing" still says if allowed
         kw["null"] = _null_markers(table_null, lambda m: SchemaError(f"schema: {m}"))
+    if "labels" in spec:
+        lab = spec["labels"]
+        if not (isinstance(lab, (list, tuple)) and len(lab) == 2 and lab[0] != lab[1]
+                and all(isinstance(v, (str, numbers.Real)) and not isinstance(v, bool) for v in lab)):
+            raise bad(f"\"labels\" must be two different texts or numbers, [false, true] (e.g. [0, 1] or "
+                      f"[\"no\", \"yes\"]), got {lab!r}")
+        kw["labels"] = tuple(lab)
     if "heavy_values" in spec:
         if not isinstance(spec["heavy_values"], bool):
             raise bad(f"'heavy_values' must be true or false, got {spec['heavy_values']!r}")
