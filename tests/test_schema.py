@@ -173,7 +173,7 @@ def test_draft_leaves_infinite_values_out_of_the_bounds():
     spec, notes = draft_schema(df)
     cols = spec["columns"]
     assert cols["x"]["values"] == ["?"] and any("'x' holds no finite number" in n for n in notes)
-    assert cols["y"] == {"type": "float", "min": 1.5, "max": 1.5} or cols["y"]["type"] == "categorical"
+    assert (cols["y"]["type"], cols["y"]["min"], cols["y"]["max"]) == ("float", 1.5, 1.5)
     assert all(math.isfinite(float(v)) for c in cols.values() for k, v in c.items() if k in ("min", "max"))
     assert sum("infinite values" in n for n in notes) == 2
 
@@ -236,3 +236,25 @@ def test_boolean_labels_read_and_write_the_tables_own_form():
             Schema.from_dict({"columns": {"b": {"type": "boolean", "labels": bad}}})
     spec, _ = draft_schema(pd.DataFrame({"s": ["Yes", "No", "No"] * 10}))
     assert spec["columns"]["s"] == {"type": "boolean", "labels": ["No", "Yes"]}
+
+
+def test_float_decimals_round_inside_the_bins_and_the_draft_finds_them():
+    from privmarg import MST, Schema
+
+    rng = np.random.default_rng(0)
+    n = 800
+    df = pd.DataFrame({"w": np.round(rng.normal(70, 12, n).clip(30, 150), 1), "r": np.round(rng.random(n), 2)})
+    spec, _ = draft_schema(df)
+    assert spec["columns"]["w"]["decimals"] == 1 and spec["columns"]["r"]["decimals"] == 2
+    sch = Schema.from_dict({"columns": {"w": {"type": "float", "min": 30, "max": 150, "decimals": 1},
+                                        "r": {"type": "float", "min": 0, "max": 1, "decimals": 2, "bins": 64}}})
+    assert Schema.from_dict(sch.to_dict()) == sch
+    m = MST(2.0, 1e-9, seed=0).fit(df, sch)
+    codes = m.sample_codes(3000, seed=2)
+    out = m.encoder_.decode(codes, np.random.default_rng(3))
+    for col, places in (("w", 1), ("r", 2)):
+        assert np.allclose(out[col], np.round(out[col], places), rtol=0, atol=1e-9)
+    assert np.array_equal(np.asarray(m.encoder_.encode(out).codes), codes)  # every value stays in its bin
+    for bad in (-1, 16, 1.5, True):
+        with pytest.raises(SchemaError, match="decimals"):
+            Schema.from_dict({"columns": {"f": {"type": "float", "min": 0, "max": 1, "decimals": bad}}})

@@ -1010,6 +1010,26 @@ def _copula_positions(codecs: list[ColumnCodec], codes: np.ndarray, rng: np.rand
     return {j: u[:, i] for i, j in enumerate(cols)}
 
 
+def _round_within(v: np.ndarray, left, right, decimals: int | None, where: np.ndarray) -> np.ndarray:
+    """``v`` rounded to ``decimals`` places where ``where``, staying inside each row's bin
+    ``[left, right)``: the nearest such decimal, else the next one inward, else ``v`` as it was (a bin
+    narrower than the step holds no such decimal). ``None``: unchanged."""
+    if decimals is None or not where.any():
+        return v
+    step = 10.0 ** -decimals
+    left = np.broadcast_to(left, v.shape)
+    right = np.broadcast_to(right, v.shape)
+    inside = lambda r: (r >= left) & ((r < right) | (right <= left) | (r == v))  # noqa: E731
+    r = np.round(v, decimals)
+    bad = ~inside(r)
+    up, down = np.ceil(v / step) * step, np.floor(v / step) * step
+    r = np.where(bad & inside(up), up, r)
+    bad = ~inside(r)
+    r = np.where(bad & inside(down), down, r)
+    r = np.where(inside(r), np.round(r, decimals), v)
+    return np.where(where, r, v)
+
+
 def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, midpoint: bool,
                    exact: np.ndarray | None = None, pos: np.ndarray | None = None) -> pd.Series:
     """One column's values from its codes; ``pos``: the rows' positions within their bins in
@@ -1046,6 +1066,7 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
                     off = np.where(np.isfinite(a), -a * np.log1p(u * np.expm1(-w / a)), u * w)
                 off = np.clip(np.nan_to_num(off, nan=0.0), 0.0, w)
                 v = np.where(sc < 0, right - off, left + off)
+                v = _round_within(v, left, right, spec.decimals, ~is_atom)
                 v[is_atom] = c.atoms[j[is_atom] - n_bins]
                 out = np.full(n, np.nan)
                 out[ok] = np.clip(v, spec.lo, spec.hi)
@@ -1068,6 +1089,7 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
             return pd.Series(ns, dtype="datetime64[ns]")
         if exact is None:
             v = (left + right) / 2 if midpoint else left + pos * (right - left)
+            v = _round_within(v, left, right, spec.decimals, ~is_atom)
         if is_atom.any() and exact is None:
             v[is_atom] = c.atoms[j[is_atom] - n_bins]
         out = np.full(n, np.nan)

@@ -91,6 +91,9 @@ def draft_schema(df: pd.DataFrame, *, dp: bool = False) -> tuple[dict, list[str]
                 spec = {"type": "integer", "min": int(x.min()), "max": int(x.max())}
             else:
                 spec = {"type": "float", "min": float(x.min()), "max": float(x.max())}
+                places = next((d for d in range(1, 7) if np.allclose(x, np.round(x, d), rtol=0, atol=1e-9)), None)
+                if places is not None:
+                    spec["decimals"] = places  # written with as many places as the table has
         else:
             lowered = {str(v).strip().lower() for v in pd.unique(nonnull)}
             if lowered and lowered <= (_TRUE | _FALSE):

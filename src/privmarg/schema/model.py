@@ -23,7 +23,8 @@ top-level ``null`` gives every column that text, and ``missing`` still says whic
 ``other`` (values outside the list share one reserved value, decoded as ``other_label``, default
 ``"__other__"``), ``merge_rare`` (DP rare-category merging). Boolean: ``labels``
 (how the table writes false and true, e.g. ``[0, 1]`` or ``["no", "yes"]``: read as well as the usual
-forms, and written back so). Numeric and datetime: ``min``/``max``
+forms, and written back so). Float: ``decimals`` (synthetic values rounded to that many places,
+inside their bins). Numeric and datetime: ``min``/``max``
 (inclusive public bounds; values outside are clipped), ``binning`` (``exact``: one code per value,
 integer and datetime columns only; ``uniform``: ``bins`` equal-width bins, free; ``privtree``: at most
 ``bins`` adaptive bins, DP; ``quantiles``: ``bins`` bins of about equal mass, DP quantiles of a
@@ -113,7 +114,7 @@ _KEYS = {
     "categorical": _COMMON_KEYS | {"values", "other", "other_label", "merge_rare", "max_values"},
     "boolean": _COMMON_KEYS | {"labels"},
     "integer": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms", "bounds", "heavy_values"},
-    "float": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms", "bounds", "heavy_values"},
+    "float": _COMMON_KEYS | {"min", "max", "bins", "binning", "atoms", "bounds", "heavy_values", "decimals"},
     "datetime": _COMMON_KEYS | {"min", "max", "bins", "binning", "unit"},
 }
 
@@ -166,6 +167,7 @@ class ColumnSpec:
     given: tuple = ()  # dp_bounds: the binning keys as written, ((key, value), ...), applied once resolved
     null: tuple = ()  # texts that mean a missing value in the input ("N", "-99"); the first is written for one
     labels: tuple = ()  # boolean: how the table writes (false, true), e.g. (0, 1) or ("no", "yes")
+    decimals: int | None = None  # float: decoded values rounded to this many places (inside their bins)
     # derived: numeric bounds on the encoding axis (integer units for integer/datetime columns)
     lo: float = field(default=math.nan, compare=False)
     hi: float = field(default=math.nan, compare=False)
@@ -275,6 +277,8 @@ class ColumnSpec:
                                 "max": int(hi) if self.lattice else float(hi)}
         for k, v in self.given:
             spec[k] = [a for a in v if lo <= a <= hi] if k == "atoms" else v
+        if self.decimals is not None:
+            spec["decimals"] = self.decimals
         return _parse_column(self.name, spec, list(self.null) or None)  # the marker, not its "missing"
 
     def with_values(self, values: Any) -> "ColumnSpec":
@@ -314,6 +318,8 @@ class ColumnSpec:
             out["missing"] = True
         if self.labels:
             out["labels"] = list(self.labels)
+        if self.decimals is not None:
+            out["decimals"] = self.decimals
         if self.null and self.missing:  # (a table-wide marker on a column without nulls changes nothing)
             out["null"] = list(self.null)
         if self.description:
@@ -363,6 +369,11 @@ def _parse_column(name: str, spec: Any, table_null: Any = None) -> ColumnSpec:
         kw["missing"] = True
     elif table_null is not None:  # the table's text for a missing value; "missing" still says if allowed
         kw["null"] = _null_markers(table_null, lambda m: SchemaError(f"schema: {m}"))
+    if "decimals" in spec:
+        dec = spec["decimals"]
+        if not isinstance(dec, numbers.Integral) or isinstance(dec, bool) or not 0 <= dec <= 15:
+            raise bad(f"\"decimals\" must be a whole number from 0 to 15, got {dec!r}")
+        kw["decimals"] = int(dec)
     if "labels" in spec:
         lab = spec["labels"]
         if not (isinstance(lab, (list, tuple)) and len(lab) == 2 and lab[0] != lab[1]
