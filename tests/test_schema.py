@@ -258,3 +258,25 @@ def test_float_decimals_round_inside_the_bins_and_the_draft_finds_them():
     for bad in (-1, 16, 1.5, True):
         with pytest.raises(SchemaError, match="decimals"):
             Schema.from_dict({"columns": {"f": {"type": "float", "min": 0, "max": 1, "decimals": bad}}})
+
+
+def test_a_numeric_other_label_keeps_an_integer_coded_column_integer():
+    """Industry codes with `other`: "__other__" made the synthetic column text; -1 keeps it int64."""
+    from privmarg import MST, Schema
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"ind": rng.choice([101, 102, 103, 999, 555], 500), "x": rng.integers(0, 3, 500)})
+    col = {"type": "categorical", "values": [101, 102, 103], "other": True}
+    for label, dtype in ((None, object), (-1, np.int64)):
+        spec = {"columns": {"ind": {**col, **({} if label is None else {"other_label": label})},
+                            "x": {"type": "categorical", "values": [0, 1, 2]}}}
+        sch = Schema.from_dict(spec)
+        assert Schema.from_dict(sch.to_dict()) == sch
+        out = MST(2.0, 1e-9, seed=0).fit(df, sch).sample(300, seed=1)
+        assert out["ind"].dtype == dtype
+        assert set(out["ind"]) <= {101, 102, 103, "__other__" if label is None else label}
+    for bad in (1.5, True, [1]):
+        with pytest.raises(SchemaError, match="other_label"):
+            Schema.from_dict({"columns": {"c": {**col, "other_label": bad}}})
+    with pytest.raises(SchemaError, match="also a listed category"):
+        Schema.from_dict({"columns": {"c": {**col, "other_label": 101}}})

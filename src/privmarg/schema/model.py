@@ -21,7 +21,7 @@ input, e.g. ``"N"``; implies ``missing``, and the first is written for a missing
 top-level ``null`` gives every column that text, and ``missing`` still says which columns allow it);
 ``description`` (free text). Categorical: ``values`` (the public list),
 ``other`` (values outside the list share one reserved value, decoded as ``other_label``, default
-``"__other__"``), ``merge_rare`` (DP rare-category merging). Boolean: ``labels``
+``"__other__"``; a whole number keeps an integer-coded column integer), ``merge_rare`` (DP rare-category merging). Boolean: ``labels``
 (how the table writes false and true, e.g. ``[0, 1]`` or ``["no", "yes"]``: read as well as the usual
 forms, and written back so). Float: ``decimals`` (synthetic values rounded to that many places,
 inside their bins). Numeric and datetime: ``min``/``max``
@@ -150,7 +150,7 @@ class ColumnSpec:
     missing: bool = False
     values: tuple = ()
     other: bool = False
-    other_label: str = DEFAULT_OTHER_LABEL
+    other_label: Any = DEFAULT_OTHER_LABEL  # a text, or a whole number for an integer-coded column
     merge_rare: bool = False
     min: Any = None  # as written (number or date string)
     max: Any = None
@@ -257,13 +257,14 @@ class ColumnSpec:
         if self.type == "boolean" and not self.labels:
             return "boolean" if self.missing else "bool"
         vals = list(self.labels if self.type == "boolean" else self.values)
-        if not self.other:
-            if all(isinstance(v, (bool, np.bool_)) for v in vals):
-                return "boolean" if self.missing else "bool"
-            if all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in vals):
-                return "Int64" if self.missing else "int64"
-            if all(_is_number(v) for v in vals):
-                return "float64"
+        if self.other:  # decoded as a value of its own: a number keeps a numeric column numeric
+            vals.append(self.other_label)
+        if all(isinstance(v, (bool, np.bool_)) for v in vals):
+            return "boolean" if self.missing else "bool"
+        if all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in vals):
+            return "Int64" if self.missing else "int64"
+        if all(_is_number(v) for v in vals):
+            return "float64"
         if all(isinstance(v, str) for v in vals):
             return string_dtype()
         return "object"
@@ -332,6 +333,15 @@ def string_dtype():
     return "str" if int(pd.__version__.split(".")[0]) >= 3 else "object"
 
 
+def _other_label(spec: Mapping, bad) -> Any:
+    """What ``other`` values decode as: a text, or a whole number (an integer-coded column then stays
+    integer, e.g. ``-1`` or ``99``)."""
+    label = spec.get("other_label", DEFAULT_OTHER_LABEL)
+    if isinstance(label, bool) or not isinstance(label, (str, numbers.Integral)):
+        raise bad(f"\"other_label\" must be a text or a whole number, got {label!r}")
+    return label
+
+
 def _null_markers(value: Any, bad) -> tuple:
     """The ``null`` key: one text or a list of texts that mean "missing" in the input."""
     texts = [value] if isinstance(value, str) else value
@@ -395,9 +405,7 @@ def _parse_column(name: str, spec: Any, table_null: Any = None) -> ColumnSpec:
         mv = spec.get("max_values", DEFAULT_MAX_VALUES)
         if not isinstance(mv, numbers.Integral) or isinstance(mv, bool) or mv < 1:
             raise bad(f"\"max_values\" must be a positive integer, got {mv!r}")
-        label = spec.get("other_label", DEFAULT_OTHER_LABEL)
-        if not isinstance(label, str):
-            raise bad(f"\"other_label\" must be a string, got {label!r}")
+        label = _other_label(spec, bad)
         kw.update(other=True, other_label=label, dp_values=True, max_values=int(mv))
     elif typ == "categorical":
         values = spec.get("values")
@@ -411,9 +419,7 @@ def _parse_column(name: str, spec: Any, table_null: Any = None) -> ColumnSpec:
             dup = next(v for v, k in zip(values, keys) if keys.count(k) > 1)
             raise bad(f"category {dup!r} is listed twice")
         kw.update(values=tuple(values), other=flag("other"), merge_rare=flag("merge_rare"))
-        label = spec.get("other_label", DEFAULT_OTHER_LABEL)
-        if not isinstance(label, str):
-            raise bad(f"\"other_label\" must be a string, got {label!r}")
+        label = _other_label(spec, bad)
         if "other_label" in spec and not kw["other"]:
             raise bad("\"other_label\" needs \"other\": true")
         if kw["other"] and value_key(label) in keys:
