@@ -74,12 +74,6 @@ class AIM(Synthesizer):
         self.round_models_, self.rounds_ = x["round_models"], x["rounds"]
         return self
 
-    def _draw(self, rows, seed, conditions):
-        codes, exact = super()._draw(rows, seed, conditions)
-        if conditions is None:
-            self.last_sample_ = codes  # what error_bound() bounds by default
-        return codes, exact
-
     def error_bound(self, attrs, confidence: float = 0.95, synthetic=None) -> ErrorBound:
         """High-probability bound on the L1 error of the synthetic marginal on ``attrs`` (AIM §5).
 

@@ -144,7 +144,9 @@ class Released:
             raise ValueError("rows must be >= 0")
         check_sample_memory(rows, len(self.domain_))
         if given is None:
-            return self.model_.sample(rows, rng), None
+            codes = self.model_.sample(rows, rng)
+            self.last_sample_ = codes  # what error_bounds() bound by default
+            return codes, None
         codes, exact = self._encode_given(given)
         cond = getattr(self.model_, "sample_conditional", None)
         if cond is None:
@@ -188,6 +190,31 @@ class Released:
                 raise ValueError(f"condition on {name!r}: code outside 0..{dom[name] - 1}")
             codes[name] = v
         return codes, None
+
+    # ------------------------------------------------------------------------------ bounds
+    def error_bound(self, attrs, confidence: float = 0.95, synthetic=None):
+        """Bound, with probability ``confidence``, on the L1 error ‖M(D)/N − M(D̂)/N̂‖₁ of the
+        synthetic marginal on ``attrs`` (normalised real vs synthetic), where a released Gaussian
+        measurement covers ``attrs`` (the inverse-variance combination of those measurements, as
+        AIM's supported bound); otherwise ``l1_bound`` is None: nothing released bounds it.
+        ``synthetic``: the table (codes or Dataset), default the last unconditioned ``sample()``,
+        else the model's marginal. Post-processing: no privacy cost. AIM adds bounds for its
+        workload's unmeasured marginals."""
+        from .select.aim_bounds import measured_error_bound
+
+        self._check_fitted()
+        return measured_error_bound(self, attrs, confidence, synthetic)
+
+    def error_bounds(self, confidence: float = 0.95, synthetic=None) -> list:
+        """:meth:`error_bound` of every measured marginal (each clique a Gaussian measurement
+        covers, once): the bounds a release can state. No privacy cost."""
+        from .select.aim_bounds import BoundWork, covering_measurements, measured_error_bound, released_table
+
+        self._check_fitted()
+        table, work = released_table(self, synthetic), BoundWork()
+        cliques = list(dict.fromkeys(self.domain_.canonical(m.attrs) for m in self.measurements_ if m.attrs))
+        return [measured_error_bound(self, r, confidence, table, work) for r in cliques
+                if covering_measurements(self, r)]
 
     # --------------------------------------------------------------------------- reporting
     def privacy_report(self) -> dict:

@@ -36,7 +36,7 @@ class ErrorBound:
     attrs: tuple[str, ...]
     supported: bool
     round: int | None  # round whose selection supplies the bound (unsupported), else None
-    l1_bound: float  # bound on ‖M(D)/N − M(D̂)/N̂‖₁
+    l1_bound: float | None  # bound on ‖M(D)/N − M(D̂)/N̂‖₁; None: no bound (nothing released bounds it)
     confidence: float
 
     def to_dict(self) -> dict:
@@ -49,7 +49,7 @@ def _total_interval(measurements, fail: float) -> tuple[float, float]:
     """(N̂, half-width) of a two-sided (1 − fail) interval for N from the measurements' totals."""
     num = den = 0.0
     for m in measurements:
-        if m.query is not None:
+        if m.query is not None or m.sigma is None:
             continue
         var = m.sigma**2 * m.y.size
         num += m.y.sum() / var
@@ -87,19 +87,9 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, work:
             work.totals[beta_n] = _total_interval(mech.measurements_, beta_n)
         n_hat, dn = work.totals[beta_n]
     s = _synthetic_marginal(mech, r, synthetic)  # normalised, sums to 1
-    rs = set(r)
-    covering = [m for m in mech.measurements_ if rs <= set(m.attrs)]
+    covering = covering_measurements(mech, r)
     if covering:
-        b = beta - beta_n
-        lam = math.sqrt(2 * math.log(1 / b))
-        num, den = np.zeros(n_r), 0.0
-        for m in covering:
-            y = Factor.from_flat(dom, m.attrs, m.y).project(r).flat
-            w = n_r / (dom.size(m.attrs) * m.sigma**2)
-            num += w * y
-            den += w
-        ybar, sbar = num / den, math.sqrt(1 / den)
-        a = sbar * (_C * n_r + lam * math.sqrt(n_r)) + np.abs(ybar - n_hat * s).sum()
+        a = _supported_counts_bound(dom, r, covering, beta - beta_n, n_hat, s)
         supported, rnd = True, None
     else:
         rnd = candidate_round(mech, r, work.rules)
@@ -122,6 +112,64 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, work:
     bound = (a + dn) / max(n_hat - dn, 1.0)
     return ErrorBound(attrs=r, supported=supported, round=rnd, l1_bound=float(min(bound, 2.0)),
                       confidence=confidence)
+
+
+def covering_measurements(mech, r: tuple[str, ...]) -> list:
+    """The released Gaussian measurements that cover ``r``: identity queries on the release's own
+    domain (a measurement on a compressed domain or through a query matrix does not count)."""
+    dom, rs = mech.domain_, set(r)
+    return [m for m in mech.measurements_ if rs <= set(m.attrs) and m.query is None and m.sigma is not None
+            and set(m.attrs) <= set(dom.attrs) and np.size(m.y) == dom.size(m.attrs)]
+
+
+def _combined(dom, r, covering) -> tuple[np.ndarray, float]:
+    """(ȳ_r, σ̄): the inverse-variance average of the covering measurements projected to ``r``."""
+    n_r = dom.size(r)
+    num, den = np.zeros(n_r), 0.0
+    for m in covering:
+        y = Factor.from_flat(dom, m.attrs, m.y).project(r).flat
+        w = n_r / (dom.size(m.attrs) * m.sigma**2)
+        num += w * y
+        den += w
+    return num / den, math.sqrt(1 / den)
+
+
+def _supported_counts_bound(dom, r, covering, fail: float, n_hat: float, s: np.ndarray) -> float:
+    """Bound on ‖M_r(D) − N̂·s‖₁ (counts) holding with probability ≥ 1 − ``fail``: ‖M_r(D) − ȳ_r‖₁ ≤
+    σ̄(√(2/π)·n_r + λ√n_r), plus ‖ȳ_r − N̂·s‖₁ (triangle inequality)."""
+    n_r = dom.size(r)
+    lam = math.sqrt(2 * math.log(1 / fail))
+    ybar, sbar = _combined(dom, r, covering)
+    return sbar * (_C * n_r + lam * math.sqrt(n_r)) + float(np.abs(ybar - n_hat * s).sum())
+
+
+def measured_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None,
+                         work: BoundWork | None = None) -> ErrorBound:
+    """The supported bound of any release made of Gaussian measurements (MST, MWEM, PrivBayes,
+    PrivMRF, JAM, Gaussian, ...): for a marginal covered by a measurement, as AIM's supported case;
+    for any other, ``l1_bound=None`` (no bound: the selection released nothing that bounds it).
+    Post-processing of released quantities: no privacy cost."""
+    work = BoundWork() if work is None else work
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be in (0, 1)")
+    dom = mech.domain_
+    r = dom.canonical(attrs)
+    covering = covering_measurements(mech, r)
+    if not covering:
+        return ErrorBound(attrs=r, supported=False, round=None, l1_bound=None, confidence=confidence)
+    beta = 1.0 - confidence
+    public_n = mech.public_rows_ is not None
+    beta_n = 0.0 if public_n else beta / 10
+    if public_n:
+        n_hat, dn = float(mech.public_rows_), 0.0
+    else:
+        if beta_n not in work.totals:
+            work.totals[beta_n] = _total_interval(mech.measurements_, beta_n)
+        n_hat, dn = work.totals[beta_n]
+    s = _synthetic_marginal(mech, r, synthetic)
+    a = _supported_counts_bound(dom, r, covering, beta - beta_n, n_hat, s)
+    bound = (a + dn) / max(n_hat - dn, 1.0)
+    return ErrorBound(attrs=r, supported=True, round=None, l1_bound=float(min(bound, 2.0)), confidence=confidence)
 
 
 def candidate_round(mech, r: tuple[str, ...], rules: dict | None = None) -> int | None:
