@@ -280,3 +280,21 @@ def test_a_numeric_other_label_keeps_an_integer_coded_column_integer():
             Schema.from_dict({"columns": {"c": {**col, "other_label": bad}}})
     with pytest.raises(SchemaError, match="also a listed category"):
         Schema.from_dict({"columns": {"c": {**col, "other_label": 101}}})
+
+
+def test_the_too_many_codes_warning_says_what_to_change_for_each_kind_of_column():
+    """It told every column to "drop bins", also categorical and exact columns, which have none."""
+    from privmarg import MST, Schema
+
+    rng = np.random.default_rng(0)
+    n = 300
+    df = pd.DataFrame({"cat": rng.integers(0, 200, n), "num": rng.integers(0, 1000, n), "u": rng.random(n),
+                       "p": rng.random(n)})
+    sch = Schema.from_dict({"columns": {"cat": {"type": "categorical", "values": list(range(200))},
+                                        "num": {"type": "integer", "min": 0, "max": 999, "binning": "exact"},
+                                        "u": {"type": "float", "min": 0, "max": 1, "bins": 200},
+                                        "p": {"type": "float", "min": 0, "max": 1}}})
+    warn = {w.split("'")[1]: w for w in MST(0.5, 1e-9, seed=0).fit(df, sch).encoder_.warnings_}
+    assert "merge_rare" in warn["cat"] and "bins" not in warn["cat"]
+    assert "privtree" in warn["num"] and "drop" not in warn["num"]
+    assert "drop \"bins\"" in warn["u"]

@@ -289,8 +289,7 @@ class TableEncoder:
                     self.warnings_.append(
                         f"column {c.spec.name!r} has {c.n_main} codes, but with about {self.rows_estimate_:.0f} "
                         f"rows and this budget a 2-way marginal resolves about {b:.0f} per column: its "
-                        "marginals will be mostly noise (drop \"bins\" to let PrivTree size the bins, or "
-                        "use fewer bins or categories)")
+                        f"marginals will be mostly noise ({_fewer_codes_hint(c.spec)})")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "codecs_"):
@@ -753,6 +752,15 @@ def _err(col: ColumnSpec, msg: str) -> DataError:
 def _show(v: Any) -> str:
     s = repr(_jsonable(v))
     return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _fewer_codes_hint(spec: ColumnSpec) -> str:
+    """What would give a column fewer codes, in the schema's own terms."""
+    if spec.numeric and spec.binning != "exact" and "bins" in spec.to_dict():
+        return "drop \"bins\" to let PrivTree size the bins, or give fewer"
+    if spec.numeric:
+        return "bin it: \"binning\": \"privtree\" lets the budget size the bins"
+    return "list fewer categories, or set \"merge_rare\": true"
 
 
 def _prepare_column(col: ColumnSpec, s: pd.Series, clipped: dict[str, int] | None = None) -> np.ndarray:
