@@ -593,3 +593,45 @@ def test_a_weak_budget_is_warned_about_before_spending(ws, eps, delta, words):
     assert r.exit_code == 0
     warned = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
     assert len(warned) == len(words) and all(w in " ".join(warned) for w in words), r.stderr
+
+
+def test_concurrent_publishes_to_one_model_folder_leave_one_whole_model(tmp_path):
+    """Two runs saving to the same --save-model folder at once: whichever order their moves take,
+    the folder ends up holding one run's files, never a mix, and no temporary is left behind; a run
+    that loses the race fails with an error (nothing of it published)."""
+    import threading
+    from pathlib import Path
+
+    from privmarg.io import DirectoryWriter, publish
+
+    target = tmp_path / "model"
+
+    def writer(tag):
+        def write(folder):
+            for name in ("model.json", "arrays.npz"):
+                (Path(folder) / name).write_text(tag * 1000)
+        return DirectoryWriter(write)
+
+    for trial in range(20):
+        barrier = threading.Barrier(2)
+        errors = []
+
+        def run(tag):
+            barrier.wait()
+            try:
+                publish([(target, writer(tag))])
+            except OSError as e:
+                errors.append(e)
+            except BaseException as e:  # anything else fails the test below
+                errors.append(("unexpected", e))
+
+        threads = [threading.Thread(target=run, args=(t,)) for t in (f"a{trial}", f"b{trial}")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        files = {p.name: p.read_text() for p in target.iterdir()}
+        assert set(files) == {"model.json", "arrays.npz"}
+        assert files["model.json"] == files["arrays.npz"] in (f"a{trial}" * 1000, f"b{trial}" * 1000)
+        assert len(errors) <= 1 and not any(isinstance(e, tuple) for e in errors), errors
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
