@@ -208,13 +208,13 @@ class Released:
     def error_bounds(self, confidence: float = 0.95, synthetic=None) -> list:
         """:meth:`error_bound` of every measured marginal (each clique a Gaussian measurement
         covers, once): the bounds a release can state. No privacy cost."""
-        from .select.aim_bounds import BoundWork, covering_measurements, measured_error_bound, released_table
+        from .select.aim_bounds import BoundWork, measured_error_bound, released_table
 
         self._check_fitted()
         table, work = released_table(self, synthetic), BoundWork()
-        cliques = list(dict.fromkeys(self.domain_.canonical(m.attrs) for m in self.measurements_ if m.attrs))
-        return [measured_error_bound(self, r, confidence, table, work) for r in cliques
-                if covering_measurements(self, r)]
+        cliques = dict.fromkeys(self.domain_.canonical(m.attrs) for m in self.measurements_ if m.attrs)
+        bounds = (measured_error_bound(self, r, confidence, table, work) for r in cliques)
+        return [b for b in bounds if b.l1_bound is not None]
 
     # --------------------------------------------------------------------------- reporting
     def privacy_report(self) -> dict:

@@ -109,6 +109,22 @@ WEAK_EPSILON = 10.0  # above this, the risk panel's bounds are close to no prote
 LARGE_DELTA = 1e-5  # δ must be far below 1/N; above this it is so for no table worth protecting
 
 
+def check_budget(epsilon: float, delta: float) -> None:
+    """Raise :class:`UsageProblem` unless ε > 0 is finite and 0 < δ < 1."""
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise UsageProblem(f"--epsilon must be > 0, got {epsilon}")
+    if not 0 < delta < 1:
+        raise UsageProblem(f"--delta must be in (0, 1), got {delta}")
+
+
+def risk_sentence(risk: dict) -> str:
+    """A risk panel (``privacy_report()["risk"]``) in one plain sentence."""
+    return (f"risk, worst case over every attacker: a membership test that wrongly accuses 1% of non-members "
+            f"finds at most {risk['membership_tpr_at_fpr']['0.01']:.1%} of the people in the data (largest "
+            f"advantage {risk['max_membership_advantage']:.1%}); a 50/50 guess of someone's value becomes right "
+            f"at most {risk['attribute_success_from_baseline']['0.5']:.1%} of the time")
+
+
 def budget_warnings(epsilon: float, delta: float) -> list[str]:
     """Plain-words warnings about a budget, from the budget alone (public): a large ε protects
     little, a large δ is a real chance of no protection at all."""
@@ -141,10 +157,6 @@ def check_model_folder(folder: Path, outputs: Mapping[str, Path | None]) -> None
 
 
 # ------------------------------------------------------------------------------------------ memory
-#: bytes per synthetic cell while sampling and writing: integer codes, the table, temporaries
-BYTES_PER_CELL = 24
-
-
 def _gib(n: float) -> str:
     return f"{n / 2**30:.3g} GiB"
 
@@ -152,7 +164,9 @@ def _gib(n: float) -> str:
 def check_rows_memory(rows: int, columns: int, what: str) -> None:
     """Raise :class:`UsageProblem` when ``rows`` synthetic rows of ``columns`` columns would need
     more memory than is available (estimated before anything is allocated)."""
-    need = int(rows) * max(int(columns), 1) * BYTES_PER_CELL
+    from ..release import SAMPLE_BYTES_PER_CELL  # the API's own guard counts the same bytes
+
+    need = int(rows) * max(int(columns), 1) * SAMPLE_BYTES_PER_CELL
     avail = available_memory()
     if avail is not None and need > avail:
         raise UsageProblem(f"{what}: {int(rows):,} rows x {columns} columns would need about {_gib(need)} "

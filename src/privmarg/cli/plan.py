@@ -3,24 +3,21 @@ its guarantee means, before any data is read (domain or schema only: no privacy 
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from .common import UsageProblem, budget_warnings, err, fail, one_line
-
-SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-
+from .common import UsageProblem, budget_warnings, check_budget, err, fail, one_line, risk_sentence
 
 def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | None, workload: str) -> list[str]:
     """The plan in plain words. ``rows``: the curator's estimate of the table's size (only to put
     the noise in proportion; nothing is read). Public inputs only."""
     from .. import registry
     from ..core import downward_closure, parse_workload
-    from ..privacy import Accountant, cdp_rho, gaussian_sigma, marginal_l2, round_plan
-    from ..privacy.risk import risk_panel
+    from ..privacy import cdp_rho, gaussian_sigma, marginal_l2, round_plan
+    from ..privacy.risk import panel, zcdp_profile
+    from ..select.adaptive import SQRT_2_OVER_PI
     from ..select.aim import default_rounds
 
     rho = cdp_rho(epsilon, delta)
@@ -57,13 +54,7 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
                          "coarser bins would help")
         if delta >= 1.0 / rows:
             lines.append(f"warning: delta {delta:g} is not below 1/N for N = {rows:,}: choose delta far below 1/N")
-    acc = Accountant(rho, neighbour)
-    acc.charge(rho, "the whole budget", "gaussian", sigma=gaussian_sigma(rho, l2), l2_sensitivity=l2)
-    risk = risk_panel(acc)
-    lines.append(f"risk, worst case over every attacker: a membership test that wrongly accuses 1% of "
-                 f"non-members finds at most {risk.membership_tpr[0.01]:.1%} of the people in the data "
-                 f"(largest advantage {risk.max_advantage:.1%}); a 50/50 guess of someone's value becomes "
-                 f"right at most {risk.attribute_success[0.5]:.1%} of the time")
+    lines.append(risk_sentence(panel(zcdp_profile(rho), neighbour).to_dict()))
     return lines + budget_warnings(epsilon, delta)
 
 
@@ -88,10 +79,7 @@ def plan(
             raise UsageProblem("give either --domain DOMAIN.json or --schema SCHEMA.json")
         if method.lower() not in registry.names("preset"):
             raise UsageProblem(f"unknown method {method!r}: choose from {', '.join(registry.names('preset'))}")
-        if not (epsilon > 0 and math.isfinite(epsilon)):
-            raise UsageProblem(f"--epsilon must be > 0, got {epsilon}")
-        if not 0 < delta < 1:
-            raise UsageProblem(f"--delta must be in (0, 1), got {delta}")
+        check_budget(epsilon, delta)
         if rows is not None and rows < 1:
             raise UsageProblem("--rows must be >= 1")
         dom = Domain.from_json(domain) if domain is not None else _schema_domain(Schema.load(schema))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from pathlib import Path
@@ -16,8 +15,9 @@ from ..data import DataError, Dataset, read_table
 from ..io import json_writer, publish, table_writer
 from ..privacy import NEIGHBOURS, BudgetExceededError
 from ..schema import MAX_MARGINAL_CELLS, Schema
-from .common import (UsageProblem, budget_progress, budget_warnings, check_marginal_sizes, check_model_folder,
-                     check_outputs, check_rows_memory, err, fail, one_line, peak_memory_mb)
+from .common import (UsageProblem, budget_progress, budget_warnings, check_budget, check_marginal_sizes,
+                     check_model_folder, check_outputs, check_rows_memory, err, fail, one_line, peak_memory_mb,
+                     risk_sentence)
 
 _METHODS = ", ".join(registry.names("preset"))
 _GENERATORS = ", ".join(registry.names("generator"))
@@ -58,10 +58,7 @@ def synth(
         if generator is not None and generator.lower() not in registry.names("generator"):
             raise UsageProblem(f"unknown generator {generator!r}: choose one of {_GENERATORS}")
         needs_public = "public" in registry.entry("preset", method_l).flags
-        if not (epsilon > 0 and math.isfinite(epsilon)):
-            raise UsageProblem(f"--epsilon must be > 0, got {epsilon}")
-        if not 0 < delta < 1:
-            raise UsageProblem(f"--delta must be in (0, 1), got {delta}")
+        check_budget(epsilon, delta)
         if neighbour is not None and neighbour not in NEIGHBOURS:
             raise UsageProblem(f"--neighbour must be one of {', '.join(NEIGHBOURS)}")
         if rows is not None and rows < 0:
@@ -188,12 +185,7 @@ def synth(
     err.print(f"privacy spent: epsilon {pr['epsilon_spent']:.4g} at delta {pr['delta']:g} "
               f"({disc}rho {pr['rho_spent']:.4g} zCDP, {pr['neighbour'].replace('_', '/')} neighbours, "
               f"{len(pr['ledger'])} charges)", highlight=False, soft_wrap=True)
-    risk = pr["risk"]
-    err.print(f"risk, worst case over every attacker: a membership test that wrongly accuses 1% of "
-              f"non-members finds at most {risk['membership_tpr_at_fpr']['0.01']:.1%} of the people in the data "
-              f"(largest advantage {risk['max_membership_advantage']:.1%}); a 50/50 guess of someone's value "
-              f"becomes right at most {risk['attribute_success_from_baseline']['0.5']:.1%} of the time",
-              highlight=False, soft_wrap=True)
+    err.print(risk_sentence(pr["risk"]), highlight=False, soft_wrap=True)
 
 
 def _sql_source(backend: str, path: str, dom: Domain, drop_unknown: bool, spark_master: str | None):

@@ -6,7 +6,6 @@ domain), row-major, so that data marginals and model marginals line up without b
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path

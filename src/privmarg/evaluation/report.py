@@ -23,14 +23,13 @@ from .metrics import (
     conditional_query_error,
     counting_query_error,
     covariance_error,
-    embed,
     range_query_error,
     sw1_2way,
     thresholding_query_error,
     tv_per_marginal,
     workload_error,
 )
-from .verdicts import verdicts
+from .verdicts import correlations, verdicts
 
 #: scalar metrics shown in the "error per metric" plot, with a one-line meaning each
 METRIC_INFO = {
@@ -57,7 +56,7 @@ def evaluate(real: Dataset, synthetic: Dataset, *, test: Dataset | None = None, 
              metrics: Sequence[str] | None = None, seed: int = 0, numeric: Sequence[str] = (),
              ml_models: Sequence[str] | None = None, ml_baseline: bool = True, query_data: str = "real",
              worst: int = 6, ml_train: Dataset | None = None, ml_task: str = "auto",
-             baseline: bool = False) -> dict:
+             baseline: bool = False, findings: bool = True) -> dict:
     """All metrics of ``synthetic`` against ``real`` as a JSON-ready dict.
 
     Top level: one float per metric in :data:`METRIC_INFO` (those asked for in ``metrics``; default
@@ -70,7 +69,8 @@ def evaluate(real: Dataset, synthetic: Dataset, *, test: Dataset | None = None, 
     range (not point) queries. ``ml_train`` replaces ``synthetic`` as the ML training table (e.g. a
     subsample, for speed); ``ml_task`` is ``auto``, ``classification`` or ``regression``.
     ``baseline``: also score :func:`independence_baseline` of ``real`` on the same metrics (no ML),
-    under ``baseline``: a synthetic table should beat it on the dependence metrics.
+    under ``baseline``: a synthetic table should beat it on the dependence metrics. ``findings``:
+    plain-words ``verdicts`` (:mod:`privmarg.evaluation.verdicts`).
     """
     wanted = set(ALL_METRICS if metrics is None else metrics)
     unknown = wanted - set(ALL_METRICS)
@@ -127,9 +127,10 @@ def evaluate(real: Dataset, synthetic: Dataset, *, test: Dataset | None = None, 
             task=ml_task, seed=seed, real_train=real if ml_baseline else None))
     if baseline:
         base = evaluate(real, independence_baseline(real, seed=seed), metrics=[m for m in wanted if m in METRIC_INFO],
-                        seed=seed, numeric=numeric, worst=0)
+                        seed=seed, numeric=numeric, worst=0, findings=False)
         out["baseline"] = {"name": BASELINE_NAME, **{m: base[m] for m in METRIC_INFO if m in base}}
-    out["verdicts"] = verdicts(out, real, synthetic)
+    if findings:
+        out["verdicts"] = verdicts(out, real, synthetic)
     out["metric_seconds"] = secs
     return out
 
@@ -282,21 +283,11 @@ def _covered(attrs: Sequence[str], measured: Sequence[Sequence[str]]) -> bool:
     return any(s <= set(m) for m in measured)
 
 
-def _corr(data: Dataset) -> np.ndarray:
-    x = embed(data)
-    x = x - x.mean(axis=0)
-    sd = np.sqrt((x * x).mean(axis=0))
-    c = (x.T @ x / len(x)) / np.outer(sd, sd)
-    c = np.nan_to_num(c)
-    np.fill_diagonal(c, 1.0)
-    return c
-
-
 def plot_correlations(real: Dataset, synthetic: Dataset):
     """Pearson correlations of the embedded codes: real | synthetic | difference."""
     plt = _plt()
     dom = real.domain
-    cr, cs = _corr(real), _corr(synthetic)
+    cr, cs = correlations(real), correlations(synthetic)
     d = len(dom)
     size = max(4.0, 0.35 * d)
     fig, axes = plt.subplots(1, 3, figsize=(3 * size + 2, size))

@@ -101,8 +101,12 @@ def attribute_success(profile: np.ndarray, baseline: float, neighbour: str) -> f
         return float(min(1.0, np.min(np.exp(eps) * baseline + delta)))
 
 
+def panel(profile: np.ndarray, neighbour: str) -> RiskPanel:
+    """The panel of a privacy profile ((ε, δ) rows) under ``neighbour``."""
+    return RiskPanel({f: membership_tpr(profile, f) for f in FPRS}, max_advantage(profile),
+                     {b: attribute_success(profile, b, neighbour) for b in BASELINES})
+
+
 def risk_panel(accountant) -> RiskPanel:
     """The panel of what ``accountant`` has spent (see the module docstring)."""
-    prof = accountant_profile(accountant)
-    return RiskPanel({f: membership_tpr(prof, f) for f in FPRS}, max_advantage(prof),
-                     {b: attribute_success(prof, b, accountant.neighbour) for b in BASELINES})
+    return panel(accountant_profile(accountant), accountant.neighbour)

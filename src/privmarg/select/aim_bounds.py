@@ -57,6 +57,17 @@ def _total_interval(measurements, fail: float) -> tuple[float, float]:
     return num / den, float(norm.ppf(1 - fail / 2) / math.sqrt(den))
 
 
+def _n_interval(mech, beta: float, work: "BoundWork") -> tuple[float, float, float]:
+    """(failure share spent on N, N̂, half-width): N is public under replace-one (nothing spent);
+    under add/remove its released estimate takes a tenth of ``beta`` (shared by one release's bounds)."""
+    if mech.public_rows_ is not None:
+        return 0.0, float(mech.public_rows_), 0.0
+    beta_n = beta / 10
+    if beta_n not in work.totals:
+        work.totals[beta_n] = _total_interval(mech.measurements_, beta_n)
+    return (beta_n, *work.totals[beta_n])
+
+
 @dataclass
 class BoundWork:
     """What the bounds of one release share (:meth:`privmarg.presets.AIM.error_bounds` asks 10^5
@@ -78,14 +89,7 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, work:
         raise ValueError(f"{list(attrs)} is not in the downward closure of the workload")
     beta = 1.0 - confidence
     n_r = dom.size(r)
-    public_n = mech.public_rows_ is not None
-    beta_n = 0.0 if public_n else beta / 10
-    if public_n:
-        n_hat, dn = float(mech.public_rows_), 0.0
-    else:
-        if beta_n not in work.totals:
-            work.totals[beta_n] = _total_interval(mech.measurements_, beta_n)
-        n_hat, dn = work.totals[beta_n]
+    beta_n, n_hat, dn = _n_interval(mech, beta, work)
     s = _synthetic_marginal(mech, r, synthetic)  # normalised, sums to 1
     covering = covering_measurements(mech, r)
     if covering:
@@ -158,14 +162,7 @@ def measured_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None,
     if not covering:
         return ErrorBound(attrs=r, supported=False, round=None, l1_bound=None, confidence=confidence)
     beta = 1.0 - confidence
-    public_n = mech.public_rows_ is not None
-    beta_n = 0.0 if public_n else beta / 10
-    if public_n:
-        n_hat, dn = float(mech.public_rows_), 0.0
-    else:
-        if beta_n not in work.totals:
-            work.totals[beta_n] = _total_interval(mech.measurements_, beta_n)
-        n_hat, dn = work.totals[beta_n]
+    beta_n, n_hat, dn = _n_interval(mech, beta, work)
     s = _synthetic_marginal(mech, r, synthetic)
     a = _supported_counts_bound(dom, r, covering, beta - beta_n, n_hat, s)
     bound = (a + dn) / max(n_hat - dn, 1.0)
