@@ -283,3 +283,46 @@ def test_model_size_caps_refuse_nan_and_non_positive(bad):
         with pytest.raises(ValueError, match="max_model_size"):
             registry.make_preset(name, 1.0, 1e-9, max_model_size=bad)
     assert AIM(1.0, 1e-9, max_model_size=float("inf")).max_model_size == float("inf")  # no cap, explicitly
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sum_tree_marginals_equal_direct_sums(seed):
+    """Every key's marginal through the shared tree of partial sums equals summing the table
+    directly, for random tables and key sets (repeated keys, the whole table, one attribute)."""
+    from privmarg.generate.pgm.sum_tree import marginals_of, plan_sum_tree
+
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(3, 7))
+    dom = Domain([f"x{i}" for i in range(d)], rng.integers(2, 5, size=d).tolist())
+    table = rng.random(dom.shape)
+    subsets = [c for k in range(1, d + 1) for c in itertools.combinations(dom.attrs, k)]
+    keys = [subsets[i] for i in rng.choice(len(subsets), size=12)] + [dom.attrs, (dom.attrs[-1],)]
+    got = marginals_of(table, dom.attrs, keys, dom)
+    for key, g in zip(keys, got):
+        axes = tuple(j for j, a in enumerate(dom.attrs) if a not in key)
+        assert g == pytest.approx(table.sum(axis=axes).ravel(), rel=1e-12)
+    tree = plan_sum_tree(dom, dom.attrs, keys)
+    assert all(set(k) <= set(tree.attrs[n]) for k, n in zip(keys, tree.key_node))
+    assert tree.nodes, "12 random keys share at least one partial sum"
+
+
+def test_project_many_equals_one_query_each(monkeypatch):
+    """AIM's scoring queries every candidate through ``project_many``: same marginals as one
+    ``project`` each, inside big cliques (shared sums) and across cliques (elimination)."""
+    import privmarg.generate.pgm.graphical_model as gm
+    from privmarg.core import Measurement
+    from privmarg.generate.pgm import PGM
+
+    monkeypatch.setattr(gm, "SHARED_SUM_CELLS", 1)  # every clique counts as big on this tiny model
+    rng = np.random.default_rng(4)
+    dom = Domain([f"a{i}" for i in range(7)], [2, 3, 4, 2, 3, 2, 3])
+    data = Dataset(rng.integers(0, dom.shape, size=(400, 7)), dom)
+    ms = [Measurement(c, data.project(c) + rng.normal(0, 2, dom.size(c)), 2.0)
+          for c in [(a,) for a in dom.attrs] + [("a0", "a1", "a2", "a3"), ("a2", "a3", "a4"), ("a5", "a6")]]
+    model = PGM(iters=50).generate(ms, dom)
+    cands = [c for k in (1, 2, 3) for c in itertools.combinations(dom.attrs, k)] + [("a3", "a0")]
+    got = model.project_many(cands)
+    for c, g in zip(cands, got):
+        assert g == pytest.approx(model.project(c, cache=False), rel=1e-10, abs=1e-9)
+    inside = [c for c in cands if set(c) <= {"a0", "a1", "a2", "a3"}]
+    assert len(inside) > 10 and len(cands) - len(inside) > 10  # both paths exercised

@@ -41,9 +41,9 @@ class AIM(Synthesizer):
     ``refit_method``: the estimator's step rule for every fit (``"momentum"``, the default;
     ``"md"``, plain mirror descent, whose cold first fit is preconditioned; or ``"precond"``).
     ``work_mb``: cap on a round's iterations × model size in MB, so that large models get fewer
-    iterations per round (never fewer than ``min(50, iters)``); the final fit's cap is
-    ``4 * work_mb`` (never below ``min(300, final_iters)``); ``None`` removes both caps. Models up to
-    4 MB keep ``iters`` and ``final_iters``.
+    iterations per round (never fewer than ``min(20, iters)``); the final fit's cap is
+    ``4 * work_mb`` (never below ``min(100, final_iters)``); ``None`` removes both caps. Models up to
+    0.4 MB keep ``iters`` and ``final_iters`` (at the defaults).
 
     Privacy: ``rho``-zCDP in total, spent exactly; each round charges one exponential mechanism
     (ε²/8) and one Gaussian marginal (Δ₂²/(2σ²)). ``error_bound`` costs nothing more.

@@ -8,6 +8,8 @@ model in the loop (any :class:`~privmarg.generate.Generator`, warm-started) and 
 
 from __future__ import annotations
 
+import inspect
+
 import math
 from dataclasses import dataclass, field
 from collections.abc import Callable
@@ -218,15 +220,30 @@ def fit_rule(domain: Domain, loop: Any, base: list[Clique], inside: list[Clique]
 BATCH_CANDIDATES = 5000
 
 
-def model_errors(model: Any, cands: list[Clique], answers: list[np.ndarray], project=None) -> np.ndarray:
-    """``‖answers[i] − M_{cands[i]}(model)‖₁`` for each candidate (counts). On a graphical model
-    with many candidates, those spanning its independent parts go in numpy batches
+def model_errors(model: Any, cands: list[Clique], answers: list[np.ndarray]) -> np.ndarray:
+    """``‖answers[i] − M_{cands[i]}(model)‖₁`` for each candidate (counts), without filling the
+    model's query cache (one query per candidate and model: caching them all costs memory). On a
+    graphical model, the candidates inside one big clique share partial sums
+    (:meth:`~privmarg.generate.pgm.graphical_model.GraphicalModel.project_many`) and, with many
+    candidates, those spanning its independent parts go in numpy batches
     (:func:`~privmarg.generate.pgm.batch_queries.l1_errors`). Private (exact answers): for scores
     that leave only through the exponential mechanism."""
-    project = project or model.project
-    if isinstance(model, GraphicalModel) and len(cands) >= BATCH_CANDIDATES:
-        return l1_errors(model, cands, answers, project)
+    project = uncached_query(model)
+    if isinstance(model, GraphicalModel):
+        if len(cands) >= BATCH_CANDIDATES:
+            return l1_errors(model, cands, answers, project)
+        return np.array([np.abs(a - m).sum() for m, a in zip(model.project_many(cands), answers)])
     return np.array([np.abs(a - project(r)).sum() for r, a in zip(cands, answers)])
+
+
+def uncached_query(model: Any) -> Callable[[Clique], np.ndarray]:
+    """``model.project`` without filling the model's projection cache, where the model has one."""
+    try:
+        if "cache" in inspect.signature(model.project).parameters:
+            return lambda r: model.project(r, cache=False)
+    except (TypeError, ValueError):
+        pass
+    return model.project
 
 
 class ClosureCandidates:

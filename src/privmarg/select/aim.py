@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Any
 
@@ -26,16 +25,6 @@ def default_rounds(n_attributes: int, n_candidates: int) -> int:
     factor = min(1.0, (math.log(PAPER_CANDIDATES) / math.log(max(n_candidates, 2))) ** 2)
     return max(n_attributes, round(16 * n_attributes * factor))
 
-
-
-def _uncached(model):
-    """``model.project`` without filling the model's projection cache, where the model has one."""
-    try:
-        if "cache" in inspect.signature(model.project).parameters:
-            return lambda r: model.project(r, cache=False)
-    except (TypeError, ValueError):
-        pass
-    return model.project
 
 
 class AIMSelector(ClosureCandidates, AdaptiveSelector):
@@ -98,8 +87,7 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
     def score(self, state: RoundState, cands, plan: RoundPlan):
         dom, w, model = state.domain, state.weights, state.model
         answers = state.session.answers(cands)
-        project = _uncached(model)  # one query per candidate and model: caching them all costs memory
-        err = model_errors(model, cands, answers, project)
+        err = model_errors(model, cands, answers)
         weight = np.array([w[r] for r in cands])
         cells = np.array([dom.size(r) for r in cands], dtype=float)
         scores = weight * (err - SQRT_2_OVER_PI * plan.sigma * cells)

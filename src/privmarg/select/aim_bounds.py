@@ -25,8 +25,7 @@ import numpy as np
 from scipy.stats import norm
 
 from ..core import Factor
-from .adaptive import fit_rule
-from .aim import _uncached
+from .adaptive import fit_rule, uncached_query
 
 _C = math.sqrt(2.0 / math.pi)
 
@@ -111,7 +110,7 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, work:
         b_r = _C * sig * n_r + (w_sel * (entry["model_error_selected"] - _C * sig * n_sel
                                          + lam1 * sig * math.sqrt(n_sel)) + em) / w_r
         prev = mech.round_models_[rnd]
-        a = b_r + np.abs(_uncached(prev)(r) - n_hat * s).sum()  # one-off: no need to fill its cache
+        a = b_r + np.abs(uncached_query(prev)(r) - n_hat * s).sum()  # one-off: no need to fill its cache
         supported = False
     bound = (a + dn) / max(n_hat - dn, 1.0)
     return ErrorBound(attrs=r, supported=supported, round=rnd, l1_bound=float(min(bound, 2.0)),

@@ -21,6 +21,7 @@ from ...core.sums import sum_out
 from .graphical_model import (GraphicalModel, _Plan, belief_propagation, belief_propagation_exp, broadcast_shape,
                               sum_axes)
 from .junction_tree import JunctionTree
+from .sum_tree import plan_sum_tree
 
 
 @dataclass
@@ -215,41 +216,22 @@ class _Problem:
 
 class _DenseGroup:
     """The keys (potentials' cliques) on one big maximal clique, mapped to/from its cells by a tree of
-    partial sums: node 0 is the clique's table, every other node sums one attribute out of its parent
-    node's, chosen greedily so that it serves at least two keys. A key then costs a pass over the
-    smallest node holding it instead of over the whole clique."""
+    partial sums (:func:`~.sum_tree.plan_sum_tree`): node 0 is the clique's table, every other node
+    sums one attribute out of its parent node's. A key then costs a pass over the smallest node
+    holding it instead of over the whole clique."""
 
     def __init__(self, domain: Domain, clique: tuple[str, ...], shape: tuple[int, ...], msl: slice,
                  keys: list[tuple[tuple[str, ...], slice]]):
         self.msl, self.shape = msl, shape
-        self.nodes: list[tuple[int, int, tuple[int, ...], tuple[int, ...]]] = []  # (parent, axis, shape, bshape)
-        self.keys: list[tuple[slice, int, tuple[int, ...], tuple[int, ...]]] = []  # (x slice, node, axes, bshape)
-        attrs_of = [tuple(clique)]
+        tree = plan_sum_tree(domain, clique, [r for r, _ in keys])
         shapes = [tuple(shape)]
-
-        def build(node: int, group: list[tuple[tuple[str, ...], slice]]) -> None:
-            attrs = attrs_of[node]
-            while group:
-                # the attribute absent from the most keys (the biggest one on ties): summing it out
-                # once serves all of them
-                best, n_best = None, 1
-                for a in attrs:
-                    n = sum(a not in r for r, _ in group)
-                    if n > n_best or (n == n_best and best is not None and domain[a] > domain[best]):
-                        best, n_best = a, n
-                if best is None or n_best < 2:
-                    for r, sl in group:
-                        self.keys.append((sl, node, sum_axes(r, attrs), broadcast_shape(domain, r, attrs)))
-                    return
-                ax = attrs.index(best)
-                child = len(attrs_of)
-                attrs_of.append(tuple(a for a in attrs if a != best))
-                shapes.append(tuple(n for j, n in enumerate(shapes[node]) if j != ax))
-                self.nodes.append((node, ax, shapes[-1], tuple(1 if j == ax else n for j, n in enumerate(shapes[node]))))
-                build(child, [(r, sl) for r, sl in group if best not in r])
-                group = [(r, sl) for r, sl in group if best in r]
-
-        build(0, list(keys))
+        self.nodes: list[tuple[int, int, tuple[int, ...], tuple[int, ...]]] = []  # (parent, axis, shape, bshape)
+        for parent, ax in tree.nodes:
+            shapes.append(tuple(n for j, n in enumerate(shapes[parent]) if j != ax))
+            self.nodes.append((parent, ax, shapes[-1], tuple(1 if j == ax else n for j, n in enumerate(shapes[parent]))))
+        self.keys: list[tuple[slice, int, tuple[int, ...], tuple[int, ...]]] = [  # (x slice, node, axes, bshape)
+            (sl, node, sum_axes(r, tree.attrs[node]), broadcast_shape(domain, r, tree.attrs[node]))
+            for (r, sl), node in zip(keys, tree.key_node)]
 
         self.children: list[list[int]] = [[] for _ in range(len(self.nodes) + 1)]
         for j, (parent, *_rest) in enumerate(self.nodes, start=1):

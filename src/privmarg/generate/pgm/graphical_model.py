@@ -16,6 +16,7 @@ from ...core import Domain
 from ...core.broadcast import apply_broadcast
 from ...core.sums import sum_out
 from .junction_tree import JunctionTree, bit_masks
+from .sum_tree import marginals_of
 
 
 def broadcast_shape(domain: Domain, attrs: Sequence[str], target: Sequence[str]) -> tuple[int, ...]:
@@ -269,6 +270,9 @@ _LAZY: list = []  # marker: marginals left to compute on first use (see Graphica
 # and at most PIECE_CELLS in all
 PIECE_CELLS_PER_CELL = 4
 PIECE_CELLS = 1 << 22
+# project_many sums queries inside a clique of at least this many cells through a shared tree of
+# partial sums (below, a direct sum per query is as cheap as planning the tree)
+SHARED_SUM_CELLS = 1 << 16
 
 
 class GraphicalModel:
@@ -378,6 +382,32 @@ class GraphicalModel:
             for j in range(len(attrs)):
                 wider.setdefault(attrs[:j] + attrs[j + 1:], (attrs, j))
         return out
+
+    def project_many(self, cliques: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """``[self.project(r, cache=False) for r in cliques]``, the cliques inside one maximal clique
+        summed from it by a shared tree of partial sums (:func:`~.sum_tree.marginals_of`): one pass
+        over a big clique per attribute summed out instead of one per query (AIM scores ~100
+        candidates a round inside its biggest cliques). Same values up to the order of sums."""
+        cliques = [tuple(r) for r in cliques]
+        out: list[np.ndarray | None] = [None] * len(cliques)
+        inside: dict[int, list[int]] = {}
+        for k, r in enumerate(cliques):
+            canon = self.domain.canonical(r)
+            s = frozenset(r)
+            best = None
+            if canon == r and r and len(s) == len(r):
+                for i, c in enumerate(self._clique_sets):
+                    if s <= c and (best is None or self.marginals[i].size < self.marginals[best].size):
+                        best = i
+            if best is None or self.marginals[best].size < SHARED_SUM_CELLS:
+                out[k] = self.project(r, cache=False)
+            else:
+                inside.setdefault(best, []).append(k)
+        for i, ks in inside.items():
+            for k, table in zip(ks, marginals_of(self.marginals[i], self.tree.cliques[i],
+                                                 [cliques[k] for k in ks], self.domain)):
+                out[k] = table
+        return out  # type: ignore[return-value]
 
     def _routes(self) -> tuple[list[dict[str, int]], dict[str, int], list[int]]:
         """(gates, component, cells), made once per tree. ``gates[v][a]``: for each clique ``v`` and
