@@ -117,3 +117,28 @@ def test_value_discovery_audit_flags_a_broken_variant_only(new_key, broken):
     ok = audit_discovery(0.125, 20_000, new_key=new_key, seed=1)
     bad = audit_discovery(0.125, 20_000, new_key=new_key, noise_factor=broken, seed=2)
     assert not ok.violated and bad.violated, (ok.to_dict(), bad.to_dict())
+
+
+def test_privtree_audit_flags_twice_the_epsilon_only():
+    """PrivTree against its pure claim ε = √(2ρ) = 3: the path of one record on an empty lattice
+    has likelihood ratio e^1.72 at most (a correct tree stays below 3); a tree built at 2ε reaches
+    e^3.55 and must be flagged."""
+    from privmarg.audit import audit_privtree
+
+    ok = audit_privtree(4.5, 20_000, seed=1)
+    bad = audit_privtree(4.5, 20_000, epsilon_factor=2.0, seed=1)
+    assert ok.epsilon_claimed == pytest.approx(3.0) and ok.delta == 0.0
+    assert not ok.violated and 1.0 < ok.bound.epsilon_lb < 1.8, ok.to_dict()  # exact: 1.72
+    assert bad.violated, bad.to_dict()
+
+
+@pytest.mark.parametrize("neighbour", ["add_remove", "replace_one"])
+def test_dpsgd_audit_flags_half_noise_only(neighbour):
+    """A DP-SGD phase through privmarg's own charge and steps (a one-parameter model, a canary
+    gradient of the clip's norm): below its claim at δ = 0.05, and flagged with half its noise."""
+    from privmarg.audit import audit_dpsgd
+
+    pytest.importorskip("dp_accounting")
+    ok = audit_dpsgd(0.125, 2_500, neighbour=neighbour, seed=0)
+    bad = audit_dpsgd(0.125, 2_500, neighbour=neighbour, noise_factor=0.5, seed=0)
+    assert not ok.violated and bad.violated, (ok.to_dict(), bad.to_dict())

@@ -20,6 +20,7 @@ chooses ``D``; it costs no privacy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,7 @@ from .privacy.discrete import discrete_gaussian
 from .select.base import Context
 
 __all__ = ["AuditResult", "neighbouring_tables", "likelihood_ratio_score", "audit_gaussian", "audit_exponential",
-           "audit_discovery", "audit_selector", "UnderNoisedSession", "tiny_table"]
+           "audit_discovery", "audit_privtree", "audit_dpsgd", "audit_selector", "UnderNoisedSession", "tiny_table"]
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,85 @@ def audit_discovery(rho: float, runs: int, *, new_key: bool = True, key_delta: f
         name += f" (noise x {noise_factor:g})"
     return AuditResult(name, "add_remove", "continuous", float(rho), float(total_delta),
                        _claim(rho, conversion_delta), bound, int(runs))
+
+
+def audit_privtree(rho: float, runs: int, *, epsilon_factor: float = 1.0, noise: str = "continuous",
+                   confidence: float = 0.95, seed: int = 0, depth: int = 6) -> AuditResult:
+    """Audit PrivTree (:func:`~privmarg.privacy.privtree.privtree_split`, add/remove, fan-out 2) at
+    ``rho`` zCDP against its pure claim ``ε = √(2ρ)`` (δ = 0): ``D`` is empty, ``D'`` one record at
+    0 on the lattice ``[0, 2^depth)``; a run's score is the depth of the leaf holding 0. With ``D``
+    empty every node's biased count sits at the threshold or below it, and the record lifts the
+    counts on its path, each by one: the event "the leaf is at least k deep" has the largest
+    likelihood ratio PrivTree allows on one path (about ``2ε/3`` at ``ε = 2``).
+    ``epsilon_factor`` > 1: a broken variant building the tree at ``ε × factor`` (scale and bias
+    both from that ε) while the claim stays ``ε``; at ``ε ≥ 2`` and factor 2 its largest ratio
+    exceeds the claim, so the audit must flag it."""
+    from .privacy.privtree import privtree_split
+
+    eps = math.sqrt(2.0 * rho)
+    ss = np.random.SeedSequence(seed)
+    acc = Accountant(2 * runs * rho * epsilon_factor**2)  # the claim is ``rho``: this ledger only absorbs the charges
+    hi = float(2**depth)
+    out = []
+    for values, child in zip(((), (0.0,)), ss.spawn(2)):
+        rng = np.random.default_rng(child)
+        pts = np.array(values)
+
+        def count(left, right, closed, pts=pts):
+            return int(((pts >= left) & ((pts <= right) if closed else (pts < right))).sum())
+
+        scores = np.empty(runs)
+        for k in range(runs):
+            edges = privtree_split(acc, count, 0.0, hi, lattice=True, max_depth=depth, rho=rho * epsilon_factor**2,
+                                   rng=rng, noise=noise)
+            scores[k] = math.log2(hi / (edges[1] - edges[0]))  # the leaf [0, w): depth log2(hi / w)
+        out.append(scores)
+    bound = epsilon_lower_bound(out[0], out[1], delta=0.0, confidence=confidence, seed=seed)
+    name = "privtree" + (f" (epsilon x {epsilon_factor:g})" if epsilon_factor != 1.0 else "")
+    return AuditResult(name, "add_remove", noise, float(rho), 0.0, eps, bound, int(runs))
+
+
+def audit_dpsgd(rho: float, runs: int, *, neighbour: str = "add_remove", steps: int = 4, noise_factor: float = 1.0,
+                delta: float = 0.05, rows: int = 20, confidence: float = 0.95, seed: int = 0) -> AuditResult:
+    """Audit a DP-SGD phase (:func:`~privmarg.privacy.dpsgd.dp_sgd_phase`, accounted in RDP at
+    ``delta``) against its claim ``cdp_eps(rho, delta)``: a one-parameter linear model
+    (loss ``−x·θ`` per record, gradient ``−x``) trained for ``steps`` full-batch steps (sampling
+    rate 1 under add/remove, the whole table as the batch under replace-one: the worst case for
+    the sampling), clip 1. ``D`` holds ``rows`` records with ``x = 0`` (replace-one: the first is
+    ``x = −5``); ``D'`` adds (replaces it with) a canary ``x = 5``, whose clipped gradient pushes θ
+    by the whole sensitivity every step. A run's score is the trained θ. ``noise_factor`` < 1: a
+    broken variant adding that fraction of the charged noise."""
+    from .privacy.dpsgd import dp_sgd_phase
+
+    check_neighbour(neighbour)
+    base = np.zeros(rows)
+    if neighbour == "add_remove":
+        tables = (base, np.append(base, 5.0))
+    else:
+        first = base.copy()
+        first[0] = -5.0
+        canary = base.copy()
+        canary[0] = 5.0
+        tables = (first, canary)
+    ss = np.random.SeedSequence(seed)
+    out = []
+    for records, child in zip(tables, ss.spawn(2)):
+        rng = np.random.default_rng(child)
+        scores = np.empty(runs)
+        for k in range(runs):
+            acc = Accountant(rho, neighbour, None, delta)
+            kw = dict(sample_rate=1.0, denominator=float(rows)) if neighbour == "add_remove" else dict(batch_size=len(records))
+            phase = dp_sgd_phase(acc, records, rng, rho=rho, steps=steps, clip=1.0, size=1, what="audit", **kw)
+            phase.sigma *= noise_factor  # the broken variant: the charge stays the nominal one
+            theta = 0.0
+            for _ in range(steps):
+                g = phase.step(lambda batch: -batch[:, None].astype(np.float64))
+                theta -= 0.1 * float(g[0]) / phase.denominator
+            scores[k] = theta
+        out.append(scores)
+    bound = epsilon_lower_bound(out[0], out[1], delta=delta, confidence=confidence, seed=seed)
+    name = "DP-SGD" + (f" (noise x {noise_factor:g})" if noise_factor != 1.0 else "")
+    return AuditResult(name, neighbour, "continuous", float(rho), float(delta), _claim(rho, delta), bound, int(runs))
 
 
 def audit_selector(make_selector: Callable[[], Any], data: Dataset, row: Any, rho: float, runs: int, *,
