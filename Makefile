@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 OUTDIR ?= out
 
-.PHONY: venv demo test docs bench-deps clean
+.PHONY: venv demo test test-sdv docs bench-deps clean
 
 # the demo needs only the core install (numpy, scipy, pandas, pyarrow, typer, rich)
 $(BIN)/.core: pyproject.toml
@@ -40,6 +40,16 @@ docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 SNVENV := .venv-snsynth
+SDVVENV := .venv-sdv
+
+# the SDV bridge against SDV 2.x and sdmetrics, in a venv of their own (SDV pins its own stack);
+# `make test` skips these tests where SDV is not installed
+test-sdv:
+	$(PY) -m venv $(SDVVENV)
+	$(SDVVENV)/bin/pip install -q --upgrade pip
+	$(SDVVENV)/bin/pip install -q torch==2.13.0
+	$(SDVVENV)/bin/pip install -q -e '.[sdv,test,plots]'
+	$(SDVVENV)/bin/python -m pytest -q tests/test_sdv_bridge.py tests/test_sdv_roundtrip.py
 
 # Peers for side-by-side benchmarks: mbi 2.0.0 in the main venv; smartnoise-synth needs mbi<2 and
 # pandas<3, so it gets a venv of its own (benchmarks/peers.py runs it there as a worker).
@@ -51,4 +61,4 @@ bench-deps: venv
 	$(SNVENV)/bin/pip install -q smartnoise-synth==1.0.8 mbi==1.1.0 'pandas<3'
 
 clean:
-	rm -rf $(VENV) $(SNVENV) $(OUTDIR) site
+	rm -rf $(VENV) $(SNVENV) $(SDVVENV) $(OUTDIR) site

@@ -6,7 +6,7 @@ import importlib.util
 import math
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -104,6 +104,9 @@ def evaluate_cmd(
     baseline: bool = typer.Option(True, "--baseline/--no-baseline",
                                   help="also score the real table with its columns shuffled independently "
                                        "(every dependence broken), beside each metric"),
+    sdmetrics: bool = typer.Option(True, "--sdmetrics/--no-sdmetrics",
+                                   help="also sdmetrics' QualityReport, when sdmetrics is installed "
+                                        "(pip install 'privmarg[sdv]')"),
 ) -> None:
     """Compare SYNTH with REAL: every metric, JSON and a self-contained HTML report with plots."""
     from ..data import DataError, Dataset, read_table
@@ -166,18 +169,28 @@ def evaluate_cmd(
                 raise ValueError(f"--run-report: error bound on {b['attrs']} names columns the "
                                  + ("schema" if schema else "domain") + " does not have")
         clipped: dict[str, dict[str, int]] = {}
+        from ..evaluation.quality import sdmetrics_available
+
+        frames: dict[str, Any] = {}  # the raw tables, for sdmetrics
+        keep_frames = sdmetrics and sdmetrics_available()
 
         def load(path: Path, what: str) -> Dataset:
             try:
                 if encoder is not None:
                     n_out: dict[str, int] = {}
-                    coded = encoder.encode(read_table(path), clipped=n_out)
+                    frame = read_table(path)
+                    if keep_frames:
+                        frames[what] = frame
+                    coded = encoder.encode(frame, clipped=n_out)
                     if n_out:  # encoding clips them to the bounds: say so, a broken table should show
                         clipped[what] = n_out
                         err.print(f"warning: {what} table: values outside the schema's bounds, clipped: "
                                   + ", ".join(f"{c} {n}" for c, n in n_out.items()), highlight=False)
                     return coded
-                return Dataset.from_frame(read_table(path), dom, drop_unknown=drop_unknown)
+                frame = read_table(path)
+                if keep_frames:
+                    frames[what] = frame
+                return Dataset.from_frame(frame, dom, drop_unknown=drop_unknown)
             except DataError as e:
                 msg = str(e)
                 raise DataError(msg if str(path) in msg else f"{what} table {path}: {msg}") from None
@@ -191,6 +204,15 @@ def evaluate_cmd(
     with err.status("computing metrics..."):
         result = evaluate(real_d, synth_d, test=test_d, target=target, metrics=wanted, seed=seed, numeric=num,
                           ml_models=models, ml_task=task, baseline=baseline)
+    if keep_frames:
+        from ..evaluation.quality import sdmetrics_quality
+
+        try:
+            with err.status("sdmetrics QualityReport..."):
+                result["sdmetrics"] = sdmetrics_quality(frames["real"], frames["synthetic"],
+                                                        sch_raw if schema is not None else None)
+        except Exception as e:  # a third-party report must not lose ours
+            err.print(f"warning: sdmetrics QualityReport failed, left out: {one_line(e)}", highlight=False)
     if run:
         result["run"] = run
     if info.get("risk"):

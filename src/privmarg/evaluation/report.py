@@ -448,6 +448,13 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
         parts.append(f"<p class='note'>Independence baseline: {html.escape(base.get('name', BASELINE_NAME))}; "
                      "it keeps every column's distribution and breaks all dependence. It is not private: a "
                      "synthetic table should beat it on the 2- and 3-way metrics.</p>")
+    sdm = result.get("sdmetrics")
+    if sdm:
+        parts.append(f"<h2>sdmetrics QualityReport (sdmetrics {html.escape(str(sdm.get('version', '')))})</h2>"
+                     "<table><tr><th>property</th><th>score (0–1, higher is better)</th></tr>"
+                     f"<tr><td>overall</td><td class='num'>{_fmt(sdm['score'])}</td></tr>"
+                     + "".join(f"<tr><td>{html.escape(k)}</td><td class='num'>{_fmt(v)}</td></tr>"
+                               for k, v in sdm.get("properties", {}).items()) + "</table>")
     if budget:
         tot = sum(budget.values()) or 1.0
         parts.append("<h2>Privacy budget by phase</h2><table><tr><th>phase</th><th>ρ (zCDP)</th><th>share</th></tr>"

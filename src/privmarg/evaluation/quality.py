@@ -1,0 +1,65 @@
+"""sdmetrics' QualityReport beside privmarg's own metrics, for users who compare tools by it.
+
+Optional: used when ``sdmetrics`` is installed (``pip install 'privmarg[sdv]'``). The real table
+is read (an evaluation is for the curator, not for release): no privacy cost is charged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..schema import Schema
+
+__all__ = ["sdmetrics_available", "sdmetrics_metadata", "sdmetrics_quality"]
+
+_SDTYPES = {"categorical": "categorical", "boolean": "boolean", "integer": "numerical", "float": "numerical",
+            "datetime": "datetime"}
+
+
+def sdmetrics_available() -> bool:
+    try:
+        import sdmetrics  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def sdmetrics_metadata(schema: Schema | None, columns: list[str]) -> dict:
+    """sdmetrics' single-table metadata: each column's sdtype from the schema (integer and float
+    numerical), or every column categorical when there is no schema (integer codes)."""
+    if schema is None:
+        return {"columns": {c: {"sdtype": "categorical"} for c in columns}}
+    return {"columns": {c.name: {"sdtype": _SDTYPES[c.type]} for c in schema if c.name in columns}}
+
+
+def sdmetrics_quality(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema | None = None) -> dict[str, Any]:
+    """sdmetrics' QualityReport of ``synthetic`` against ``real`` (raw tables through ``schema``,
+    or integer codes without one): ``{"score": 0–1, "properties": {name: 0–1}, "version": ...}``;
+    higher is better. Columns outside the schema are left out."""
+    import sdmetrics
+
+    try:  # newer sdmetrics: one report for single and multi-table data ({name: table} in)
+        from sdmetrics.reports import QualityReport
+        unified = "single_table" not in QualityReport.__module__
+    except ImportError:
+        from sdmetrics.reports.single_table import QualityReport
+        unified = False
+
+    cols = [c for c in (schema.names if schema is not None else real.columns) if c in real and c in synthetic]
+    meta = sdmetrics_metadata(schema, cols)
+    real, synthetic = real[cols].copy(), synthetic[cols].copy()
+    for c, spec in meta["columns"].items():
+        if spec["sdtype"] == "datetime":  # parsed the same way on both sides
+            real[c], synthetic[c] = pd.to_datetime(real[c], errors="coerce"), pd.to_datetime(synthetic[c], errors="coerce")
+    report = QualityReport()
+    if unified:
+        report.generate({"table": real}, {"table": synthetic}, {"tables": {"table": meta}}, verbose=False)
+    else:
+        report.generate(real, synthetic, meta, verbose=False)
+    props = report.get_properties()
+    props = props[props["Score"].notna()]  # properties that do not apply to one table (inter-table)
+    return {"score": float(report.get_score()),
+            "properties": {str(p): float(s) for p, s in zip(props["Property"], props["Score"])},
+            "version": getattr(sdmetrics, "__version__", "unknown")}
