@@ -126,3 +126,22 @@ def test_load_refuses_a_damaged_bridge_file(tmp_path):
     f.write_text('{"table_name": "a", "table_name": "b"}')
     with pytest.raises(ValueError, match="damaged"):
         PrivmargSynthesizer.load(tmp_path / "m")
+
+
+def test_the_html_report_shows_sdmetrics_scores_and_what_has_none():
+    """sdmetrics' QualityReport (when installed) goes into the report; a property sdmetrics has
+    nothing to score (None) says so instead of a number."""
+    pytest.importorskip("matplotlib")
+    from privmarg import Dataset, Domain
+    from privmarg.evaluation.report import evaluate, render_html
+
+    dom = Domain(["a", "b"], [3, 2])
+    rng = np.random.default_rng(0)
+    real = Dataset(rng.integers(0, [3, 2], size=(200, 2)), dom)
+    syn = Dataset(rng.integers(0, [3, 2], size=(200, 2)), dom)
+    result = evaluate(real, syn, metrics=["tv_1way"])
+    result["sdmetrics"] = {"score": 0.91, "properties": {"Column Shapes": 0.91, "Column Pair Trends": None},
+                           "version": "0.32.0"}
+    page = render_html(result, real, syn)
+    assert "sdmetrics QualityReport (sdmetrics 0.32.0)" in page and "0.91" in page
+    assert "n/a: nothing to score" in page

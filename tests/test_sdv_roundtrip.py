@@ -77,6 +77,7 @@ def test_evaluate_cli_adds_the_quality_report(tmp_path):
     assert res.exit_code == 0, res.output
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["sdmetrics"]["score"] > 0.95  # the same rows, shuffled: a perfect copy by every property
+    assert rep["sdmetrics"]["properties"]["Column Pair Trends"] > 0.95  # age and senior: a strong pair
     assert "sdmetrics QualityReport" in (tmp_path / "r.html").read_text()
 
 

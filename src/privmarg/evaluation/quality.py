@@ -36,8 +36,9 @@ def sdmetrics_metadata(schema: Schema | None, columns: list[str]) -> dict:
 
 def sdmetrics_quality(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema | None = None) -> dict[str, Any]:
     """sdmetrics' QualityReport of ``synthetic`` against ``real`` (raw tables through ``schema``,
-    or integer codes without one): ``{"score": 0–1, "properties": {name: 0–1}, "version": ...}``;
-    higher is better. Columns outside the schema are left out."""
+    or integer codes without one): ``{"score": 0–1, "properties": {name: 0–1 or None}, "version": ...}``;
+    higher is better; None where sdmetrics has nothing to score (Column Pair Trends counts only
+    pairs associated strongly in the real table). Columns outside the schema are left out."""
     import sdmetrics
 
     try:  # newer sdmetrics: one report for single and multi-table data ({name: table} in)
@@ -59,7 +60,9 @@ def sdmetrics_quality(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schem
     else:
         report.generate(real, synthetic, meta, verbose=False)
     props = report.get_properties()
-    props = props[props["Score"].notna()]  # properties that do not apply to one table (inter-table)
+    # NaN: a property with nothing to score (Column Pair Trends when no real pair is associated
+    # strongly enough for sdmetrics; inter-table trends of one table): None in the JSON
     return {"score": float(report.get_score()),
-            "properties": {str(p): float(s) for p, s in zip(props["Property"], props["Score"])},
+            "properties": {str(p): (float(s) if pd.notna(s) else None) for p, s in zip(props["Property"], props["Score"])
+                           if str(p) != "Intertable Trends"},
             "version": getattr(sdmetrics, "__version__", "unknown")}

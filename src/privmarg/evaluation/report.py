@@ -453,8 +453,10 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
         parts.append(f"<h2>sdmetrics QualityReport (sdmetrics {html.escape(str(sdm.get('version', '')))})</h2>"
                      "<table><tr><th>property</th><th>score (0–1, higher is better)</th></tr>"
                      f"<tr><td>overall</td><td class='num'>{_fmt(sdm['score'])}</td></tr>"
-                     + "".join(f"<tr><td>{html.escape(k)}</td><td class='num'>{_fmt(v)}</td></tr>"
-                               for k, v in sdm.get("properties", {}).items()) + "</table>")
+                     + "".join(f"<tr><td>{html.escape(k)}</td><td class='num'>"
+                               + (_fmt(v) if v is not None else "n/a: nothing to score (no pair strongly "
+                                  "associated in the real table)" if k == "Column Pair Trends" else "n/a")
+                               + "</td></tr>" for k, v in sdm.get("properties", {}).items()) + "</table>")
     if budget:
         tot = sum(budget.values()) or 1.0
         parts.append("<h2>Privacy budget by phase</h2><table><tr><th>phase</th><th>ρ (zCDP)</th><th>share</th></tr>"
