@@ -171,3 +171,28 @@ def test_evaluate_shows_bounds_against_true_error(small):
     for m in eb["marginals"]:
         assert 0 <= m["true_error"] <= m["l1_bound"]
     assert "Released error bounds vs true error" in html_out.read_text()
+
+
+def test_evaluate_attack_against_held_out_records(small):
+    """--attack: the density-ratio attack with --test as the held-out side; next to the run's
+    provable AUC bound (from --run-report). A copy of the real table is caught; without --test the
+    option is one error line."""
+    d, df = small
+    rng = np.random.default_rng(5)
+    held = pd.DataFrame({"a": rng.integers(0, 3, 400), "b": rng.integers(0, 4, 400), "c": rng.integers(0, 2, 400)})
+    held.to_csv(d / "held.csv", index=False)
+    out, rep = d / "syn.csv", d / "rep.json"
+    r = run("synth", d / "data.csv", "--domain", d / "domain.json", "--method", "mst", "--epsilon", 1,
+            "--output", out, "--report", rep)
+    assert r.exit_code == 0, r.output
+    r = run("evaluate", d / "data.csv", out, "--domain", d / "domain.json", "--run-report", rep, "--test",
+            d / "held.csv", "--attack", "--metrics", "tv_2way", "--output", d / "eval.html")
+    assert r.exit_code == 0, r.output
+    att = json.loads((d / "eval.json").read_text())["membership_attack"]
+    bound = json.loads(rep.read_text())["privacy"]["risk"]["max_membership_auc"]
+    assert att["provable_max_auc"] == pytest.approx(bound) and 0.5 < bound < 0.6  # ε = 1
+    assert att["auc"] <= bound and att["members"] == att["non_members"] == 200
+    assert "A membership attack (diagnostic)" in (d / "eval.html").read_text()
+    r = run("evaluate", d / "data.csv", out, "--domain", d / "domain.json", "--attack", "--output", d / "e2.json")
+    assert r.exit_code == 2 and r.output.count("error:") == 1 and "--attack needs --test" in r.output
+    assert not (d / "e2.json").exists()

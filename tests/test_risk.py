@@ -150,3 +150,50 @@ def test_measured_marginal_bounds_cover_the_truth(name):
                           if not any(set(c) <= set(x.attrs) for x in m.measurements_))
         assert m.error_bound(unmeasured).l1_bound is None
     assert total >= 12 * 5 and held / total >= 0.95, (held, total)
+
+
+def test_max_auc_closed_forms():
+    """The AUC bound is the area under the (ε, δ) trade-off curve: e^ε/(1+e^ε) for pure ε, 0.5
+    for ε = 0; for ρ-zCDP at least the Gaussian mechanism's Φ(√ρ) (which attains its ρ) and above
+    the coin toss, growing with ρ."""
+    from scipy.stats import norm
+
+    from privmarg.privacy.risk import max_auc, zcdp_profile
+
+    for eps in (0.0, 0.5, 1.0, 3.0):
+        exact = np.exp(eps) / (1 + np.exp(eps))
+        assert exact <= max_auc(np.array([[eps, 0.0]])) <= exact + 1e-3
+    last = 0.5
+    for rho in (0.001, 0.015, 0.125, 0.9, 3.0):
+        got = max_auc(zcdp_profile(rho))
+        assert norm.cdf(np.sqrt(rho)) <= got <= 1.0 and got > last
+        last = got
+
+
+def test_roc_auc_matches_brute_force_with_ties():
+    from privmarg.evaluation.attack import roc_auc
+
+    rng = np.random.default_rng(0)
+    pos, neg = rng.integers(0, 5, 40).astype(float), rng.integers(0, 5, 30).astype(float)
+    brute = np.mean([(p > n) + 0.5 * (p == n) for p in pos for n in neg])
+    assert roc_auc(pos, neg) == pytest.approx(brute, abs=1e-12)
+
+
+def test_membership_attack_sees_a_copy_and_not_an_independent_sample():
+    """A 'synthetic' table that copies the members is caught (AUC far above 0.5); one drawn
+    afresh from the population is not (AUC near 0.5)."""
+    from privmarg import Dataset, Domain
+    from privmarg.evaluation.attack import membership_attack
+
+    rng = np.random.default_rng(1)
+    dom = Domain([f"c{i}" for i in range(6)], [8] * 6)
+
+    def draw(n):
+        return Dataset(rng.integers(0, 8, size=(n, 6)), dom)
+
+    members, non_members, reference = draw(400), draw(400), draw(4000)
+    copy = membership_attack(members, non_members, members, reference)
+    fresh = membership_attack(members, non_members, draw(400), reference)
+    assert copy.auc > 0.75 and copy.tpr_at_fpr[0.1] > 0.3
+    assert abs(fresh.auc - 0.5) < 0.06
+    assert set(copy.to_dict()) >= {"auc", "tpr_at_fpr", "members", "non_members", "note"}

@@ -77,6 +77,26 @@ def _risk(risk) -> dict | None:
     return risk
 
 
+def _attack(real, synth, test, seed: int, risk: dict | None) -> dict:
+    """The density-ratio membership attack: members drawn from REAL, non-members and the
+    reference from the two halves of TEST (seeded); with the run's provable AUC bound if known."""
+    import numpy as np
+
+    from ..data import Dataset
+    from ..evaluation.attack import membership_attack
+
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(test))
+    half = len(order) // 2  # at least 10 (checked with the inputs)
+    held = np.asarray(test.codes)
+    members = np.asarray(real.codes)[rng.choice(len(real), size=min(half, len(real)), replace=False)]
+    res = membership_attack(Dataset(members, real.domain), Dataset(held[order[:half]], real.domain), synth,
+                            Dataset(held[order[half:]], real.domain)).to_dict()
+    if risk and risk.get("max_membership_auc") is not None:
+        res["provable_max_auc"] = float(risk["max_membership_auc"])
+    return res
+
+
 def evaluate_cmd(
     real: Path = typer.Argument(..., help="the real (training) table: CSV or Parquet, integer codes (--domain) "
                                           "or raw values (--schema)"),
@@ -104,6 +124,10 @@ def evaluate_cmd(
     baseline: bool = typer.Option(True, "--baseline/--no-baseline",
                                   help="also score the real table with its columns shuffled independently "
                                        "(every dependence broken), beside each metric"),
+    attack: bool = typer.Option(False, "--attack",
+                                help="also run a membership-inference attack (a density-ratio attack, a "
+                                     "diagnostic) on SYNTH: REAL's records against those of --test, which "
+                                     "must be held out of the run"),
     sdmetrics: bool = typer.Option(True, "--sdmetrics/--no-sdmetrics",
                                    help="also sdmetrics' QualityReport, when sdmetrics is installed "
                                         "(pip install 'privmarg[sdv]')"),
@@ -123,8 +147,10 @@ def evaluate_cmd(
                              "(raw tables)")
         if task not in TASKS:
             raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
-        if (test is None) != (target is None):
-            raise ValueError("--test and --target go together")
+        if target is not None and test is None:
+            raise ValueError("--target needs --test (ML efficacy trains on SYNTH and tests on --test)")
+        if test is not None and target is None and not attack:
+            raise ValueError("--test needs --target (ML efficacy) or --attack (a membership attack)")
         suffix = output.name.lower()
         if not suffix.endswith((".html", ".htm", ".json")):
             raise ValueError(f"{output}: --output must end in .html or .json")
@@ -150,6 +176,8 @@ def evaluate_cmd(
             dom = encoder.domain
         else:
             dom = Domain.from_json(domain)
+        if attack and test is None:
+            raise UsageProblem("--attack needs --test: records held out of the run (the attack's non-members)")
         if target is not None and target not in dom:
             raise ValueError(f"--target {target!r} is not a column of the " + ("schema" if schema else "domain"))
         num = _csv(numeric)
@@ -198,12 +226,16 @@ def evaluate_cmd(
         real_d = load(real, "real")
         synth_d = load(synth, "synthetic")
         test_d = load(test, "test") if test is not None else None
+        if attack and len(test_d) < 20:
+            raise UsageProblem(f"--attack needs at least 20 held-out records in --test, got {len(test_d)}")
     except (UsageProblem, ValueError, KeyError, DataError, OSError) as e:
         fail(one_line(e))
 
     with err.status("computing metrics..."):
         result = evaluate(real_d, synth_d, test=test_d, target=target, metrics=wanted, seed=seed, numeric=num,
                           ml_models=models, ml_task=task, baseline=baseline)
+    if attack:
+        result["membership_attack"] = _attack(real_d, synth_d, test_d, seed, info.get("risk"))
     if keep_frames:
         from ..evaluation.quality import sdmetrics_quality
 

@@ -397,6 +397,9 @@ def _risk_html(risk: dict) -> str:
             for f, v in risk["membership_tpr_at_fpr"].items()]
     rows.append("<tr><td>the best membership test, true minus false positives</td>"
                 f"<td class='num'>at most {float(risk['max_membership_advantage']):.1%}</td></tr>")
+    if risk.get("max_membership_auc") is not None:
+        rows.append("<tr><td>the best membership test's AUC (0.5: a coin toss)</td>"
+                    f"<td class='num'>at most {float(risk['max_membership_auc']):.3f}</td></tr>")
     rows += [f"<tr><td>a guess of someone's sensitive value right {float(b):.0%} of the time without the release</td>"
              f"<td class='num'>right at most {float(v):.1%} of the time with it</td></tr>"
              for b, v in risk["attribute_success_from_baseline"].items()]
@@ -448,6 +451,18 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
         parts.append(f"<p class='note'>Independence baseline: {html.escape(base.get('name', BASELINE_NAME))}; "
                      "it keeps every column's distribution and breaks all dependence. It is not private: a "
                      "synthetic table should beat it on the 2- and 3-way metrics.</p>")
+    att = result.get("membership_attack")
+    if att:
+        bound = att.get("provable_max_auc")
+        parts.append("<h2>A membership attack (diagnostic)</h2><table>"
+                     f"<tr><td>AUC of the attack (0.5: a coin toss)</td><td class='num'>{_fmt(att['auc'])}</td></tr>"
+                     + (f"<tr><td>provable largest AUC of any attack (the run's ledger)</td>"
+                        f"<td class='num'>{_fmt(bound)}</td></tr>" if bound is not None else "")
+                     + "".join(f"<tr><td>members found when {float(f):.1%} of non-members are accused</td>"
+                               f"<td class='num'>{float(v):.1%}</td></tr>" for f, v in att["tpr_at_fpr"].items())
+                     + f"</table><p class='note'>{html.escape(att['attack'])}: {att['members']} records of the "
+                     f"real table against {att['non_members']} held-out records. One attacker's result, not a "
+                     "guarantee: the provable bound holds for every attacker.</p>")
     sdm = result.get("sdmetrics")
     if sdm:
         parts.append(f"<h2>sdmetrics QualityReport (sdmetrics {html.escape(str(sdm.get('version', '')))})</h2>"

@@ -11,6 +11,8 @@ follow for any attacker, whatever they know besides:
   Kairouz, Oh & Viswanath 2015; Dong, Roth & Su 2022, f-DP);
 - the **largest membership advantage** (true- minus false-positive rate, over all tests):
   ``min over (ε, δ) of (e^ε − 1 + 2δ)/(e^ε + 1)`` (the total-variation bound of (ε, δ)-DP);
+- the **largest AUC** of a membership test: the area under that trade-off curve (an empirical
+  attack's ROC lies below it);
 - **attribute inference**: an attacker who would guess a person's sensitive value right with
   probability ``p`` without the release guesses it right with probability at most
   ``e^ε'·p + δ'`` with it, where (ε', δ') protect a change of that person's record: (ε, δ) under
@@ -42,10 +44,11 @@ class RiskPanel:
     membership_tpr: dict[float, float]  # false-positive rate → largest true-positive rate
     max_advantage: float  # largest true- minus false-positive rate of a membership test
     attribute_success: dict[float, float]  # success without the release → largest success with it
+    max_auc: float = 1.0  # largest area under a membership test's ROC curve
 
     def to_dict(self) -> dict:
         return {"membership_tpr_at_fpr": {f"{k:g}": v for k, v in self.membership_tpr.items()},
-                "max_membership_advantage": self.max_advantage,
+                "max_membership_advantage": self.max_advantage, "max_membership_auc": self.max_auc,
                 "attribute_success_from_baseline": {f"{k:g}": v for k, v in self.attribute_success.items()},
                 "note": "worst-case upper bounds over every attacker, from the privacy ledger alone"}
 
@@ -86,6 +89,19 @@ def membership_tpr(profile: np.ndarray, fpr: float) -> float:
     return float(min(1.0, np.min(np.minimum(a, b))))
 
 
+def max_auc(profile: np.ndarray, points: int = 2000) -> float:
+    """The largest AUC of any membership test: the area under the trade-off curve
+    (:func:`membership_tpr` at every false-positive rate), as an upper Riemann sum (the curve is
+    increasing, so the sum is an upper bound; ``points`` steps)."""
+    fpr = np.linspace(0.0, 1.0, points + 1)[1:]
+    eps, delta = profile[:, 0][None, :], profile[:, 1][None, :]
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = np.exp(eps) * fpr[:, None] + delta
+        b = 1.0 - np.exp(-eps) * (1.0 - delta - fpr[:, None])
+    tpr = np.minimum(1.0, np.nanmin(np.minimum(a, b), axis=1))
+    return float(min(1.0, tpr.sum() / points))
+
+
 def max_advantage(profile: np.ndarray) -> float:
     eps, delta = profile[:, 0], profile[:, 1]
     with np.errstate(over="ignore", invalid="ignore"):
@@ -104,7 +120,7 @@ def attribute_success(profile: np.ndarray, baseline: float, neighbour: str) -> f
 def panel(profile: np.ndarray, neighbour: str) -> RiskPanel:
     """The panel of a privacy profile ((ε, δ) rows) under ``neighbour``."""
     return RiskPanel({f: membership_tpr(profile, f) for f in FPRS}, max_advantage(profile),
-                     {b: attribute_success(profile, b, neighbour) for b in BASELINES})
+                     {b: attribute_success(profile, b, neighbour) for b in BASELINES}, max_auc(profile))
 
 
 def risk_panel(accountant) -> RiskPanel:
