@@ -50,7 +50,7 @@ def test_bundled_files_match_the_json_schemas():
 def test_the_formats_page_examples_match_their_schemas():
     text = (DOCS / "formats.md").read_text()
     blocks = re.findall(r"```json\n(.*?)```", text, re.S)
-    names = ["domain", "workload", "zeros", "schema"]
+    names = ["domain", "workload", "zeros", "schema", "schema"]  # the last: a schema with rules
     assert len(blocks) == len(names)
     for block, name in zip(blocks, names):
         jsonschema.validate(json.loads(block), schema(name))
@@ -76,12 +76,13 @@ def test_the_formats_page_examples_are_accepted_by_privmarg():
     from privmarg.schema import Schema
 
     text = (DOCS / "formats.md").read_text()
-    dom_ex, work_ex, zero_ex, schema_ex = (json.loads(b) for b in re.findall(r"```json\n(.*?)```", text, re.S))
+    dom_ex, work_ex, zero_ex, schema_ex, rules_ex = (json.loads(b) for b in re.findall(r"```json\n(.*?)```", text, re.S))
     Domain.from_dict(dom_ex)
     adult = datasets.load("adult").domain
     assert len(parse_workload(work_ex, Domain.from_dict({**dom_ex, "income>50K": 2}))) == 2
     assert len(load_zeros(zero_ex, adult)) == 2
     assert len(Schema.from_dict(schema_ex).columns) == 7
+    assert len(Schema.from_dict(rules_ex).rules) == 4
 
 
 @pytest.mark.skipif(shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None,

@@ -157,6 +157,8 @@ class Synthesizer(Released):
             if raw_zeros:
                 zeros = ([z for z in zeros if isinstance(z, StructuralZero)]
                          + self.encoder_.structural_zeros(raw_zeros))
+            if schema.rules:  # the schema's rules: records that break one are never generated
+                zeros = list(zeros or []) + self.encoder_.rule_zeros()
         elif _is_source(data):
             source = data
         else:

@@ -199,8 +199,10 @@ def evaluate_cmd(
         clipped: dict[str, dict[str, int]] = {}
         from ..evaluation.quality import sdmetrics_available
 
-        frames: dict[str, Any] = {}  # the raw tables, for sdmetrics
-        keep_frames = sdmetrics and sdmetrics_available()
+        frames: dict[str, Any] = {}  # the raw tables, for sdmetrics and the schema's rules
+        use_sdmetrics = sdmetrics and sdmetrics_available()
+        rules = encoder is not None and bool(sch_raw.rules)
+        keep_frames = use_sdmetrics or rules
 
         def load(path: Path, what: str) -> Dataset:
             try:
@@ -236,7 +238,10 @@ def evaluate_cmd(
                           ml_models=models, ml_task=task, baseline=baseline)
     if attack:
         result["membership_attack"] = _attack(real_d, synth_d, test_d, seed, info.get("risk"))
-    if keep_frames:
+    if rules:  # records breaking the schema's rules, in each table
+        result["rule_violations"] = {"rules": [r.text for r in sch_raw.rules],
+                                     **{k: encoder.rule_violations(frames[k]) for k in ("real", "synthetic")}}
+    if use_sdmetrics:
         from ..evaluation.quality import sdmetrics_quality
 
         try:

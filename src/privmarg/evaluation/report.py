@@ -451,6 +451,13 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
         parts.append(f"<p class='note'>Independence baseline: {html.escape(base.get('name', BASELINE_NAME))}; "
                      "it keeps every column's distribution and breaks all dependence. It is not private: a "
                      "synthetic table should beat it on the 2- and 3-way metrics.</p>")
+    rv = result.get("rule_violations")
+    if rv:
+        parts.append("<h2>The schema's rules</h2><table><tr><th>rule</th><th>real records breaking it</th>"
+                     "<th>synthetic records breaking it</th></tr>"
+                     + "".join(f"<tr><td>{html.escape(r)}</td><td class='num'>{rv['real'].get(r, 0)}</td>"
+                               f"<td class='num{' worse' if rv['synthetic'].get(r, 0) else ''}'>"
+                               f"{rv['synthetic'].get(r, 0)}</td></tr>" for r in rv["rules"]) + "</table>")
     att = result.get("membership_attack")
     if att:
         bound = att.get("provable_max_auc")

@@ -46,6 +46,7 @@ from .binning import bin_index, merge_leaves, privtree_edges, quantile_grid, res
 from .bounds import GRID_MAX_EXP, dp_bounds
 from .discovery import discover_values
 from .merging import RARE_THRESHOLD, rare_categories
+from .rules import cut_codec, protected_values, rule_cuts, rule_zeros, violations
 
 __all__ = ["ColumnCodec", "TableEncoder"]
 
@@ -234,7 +235,7 @@ class TableEncoder:
                     info["approx_delta"] = accountant.delta_spent - before[1]
                 found[col.name], resolved[col.name] = info, spec
             self.schema = Schema([resolved.get(c.name, c) for c in self.schema], source=self.schema.source,
-                                 draft=self.schema.draft)
+                                 draft=self.schema.draft, rules=self.schema.rules)
             later = [c for c in self.schema if c.dp_step]  # a narrow integer range became exact: free
             rho_col = (rho_budget - (accountant.rho_spent - spent0)) / len(later) if later else 0.0
         if any(c.dp_step for c in self.schema):  # the DP steps read the prepared columns through a session
@@ -242,6 +243,9 @@ class TableEncoder:
                                          noise=noise)
         rows_seen: list[float] = []
         codecs = []
+        specs = {c.name: c for c in self.schema}
+        protected = protected_values(self.schema.rules, specs)
+        cuts, cut_atoms = rule_cuts(self.schema.rules, specs)
         for col in self.schema:
             if col.numeric:
                 atoms = np.asarray(col.atoms, dtype=float)
@@ -266,6 +270,8 @@ class TableEncoder:
             if col.dp_step == "merge":
                 group = rare_categories(session, col.name, k, rho_col, threshold=self.rare_threshold,
                                         what=f"rare-category counts {col.name}")
+                # a category a rule names keeps its own code (public: the rule), so the rule is decided
+                group = np.setdiff1d(group, sorted(protected.get(col.name, ())))
             in_group = np.zeros(k, dtype=bool)
             in_group[group] = True
             kept = np.flatnonzero(~in_group)
@@ -275,6 +281,10 @@ class TableEncoder:
                                       rho=rho_col if col.dp_step else 0.0))
         if accountant is not None:
             self.rho_spent_ = accountant.rho_spent - spent0
+        # the rules' constants become bin edges (post-processing of public facts): every rule is then
+        # decided on every cell (privmarg.preprocess.rules)
+        codecs = [cut_codec(c, cuts[c.spec.name], cut_atoms.get(c.spec.name, ()))
+                  if c.edges is not None and c.spec.name in cuts else c for c in codecs]
         self.codecs_ = {c.spec.name: c for c in codecs}
         for name, info in found.items():
             self.codecs_[name].found = info
@@ -454,7 +464,7 @@ class TableEncoder:
         enc = cls(Schema.from_dict(state["schema"]), drop_unknown=bool(state["drop_unknown"]),
                   rare_threshold=float(state["rare_threshold"]))
         enc.schema = Schema([_resolved(col, state["columns"][col.name].get("found")) for col in enc.schema],
-                            source=enc.schema.source, draft=enc.schema.draft)
+                            source=enc.schema.source, draft=enc.schema.draft, rules=enc.schema.rules)
         arr = lambda st, k: None if k not in st else np.asarray(st[k], dtype=float)  # noqa: E731
         codecs = []
         for col in enc.schema:
@@ -570,6 +580,19 @@ class TableEncoder:
             if exact.any():
                 zeros.append(StructuralZero.from_cells(self.domain, attrs, cells[exact]))
         return zeros
+
+    def rule_zeros(self) -> list[StructuralZero]:
+        """The schema's rules as structural zeros over :attr:`domain` (post-processing of the fitted
+        encoding and the public rules: free); cells a rule could not decide go to :attr:`zero_notes_`."""
+        self._check_fitted()
+        zeros, notes = rule_zeros(self.schema.rules, self.codecs_, self.domain)
+        self.rule_notes_ = notes
+        return zeros
+
+    def rule_violations(self, df: pd.DataFrame) -> dict[str, int]:
+        """For each of the schema's rules, how many records of ``df`` (raw values) break it."""
+        prepared = self._prepare(df)
+        return violations(self.schema.rules, prepared, {c.name: c for c in self.schema})
 
     def report(self) -> dict:
         """Per column: type, number of codes, bin edges and atoms or merged categories (all public or DP

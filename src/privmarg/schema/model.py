@@ -67,7 +67,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -545,7 +545,9 @@ class Schema:
     """An ordered set of :class:`ColumnSpec` (public knowledge about a raw table)."""
 
     def __init__(self, columns: list[ColumnSpec] | tuple[ColumnSpec, ...], source: str | None = None,
-                 draft: bool = False):
+                 draft: bool = False, rules: Sequence[Any] = ()):
+        from .rules import Rule, check_rules, parse_rule
+
         columns = tuple(columns)
         if not columns:
             raise SchemaError("the schema has no columns")
@@ -558,6 +560,12 @@ class Schema:
         self.draft = bool(draft)
         self._by_name = {c.name: c for c in columns}
         self._check_memory()
+        #: rules every record obeys (:mod:`privmarg.schema.rules`), public like the rest of the schema
+        self.rules = tuple(r if isinstance(r, Rule) else parse_rule(r) for r in rules)
+        try:
+            check_rules(self.rules, self._by_name)
+        except ValueError as e:
+            raise SchemaError(f"{source + ': ' if source else ''}{e}") from None
 
     # construction ---------------------------------------------------------------------------
     @classmethod
@@ -565,7 +573,8 @@ class Schema:
         where = f"{source}: " if source else ""
         if not isinstance(spec, Mapping) or not isinstance(spec.get("columns"), Mapping):
             raise SchemaError(f"{where}a schema must be an object with a \"columns\" object")
-        extra = [k for k in spec if k not in ("columns", "description", "draft", "null") and not str(k).startswith("_")]
+        extra = [k for k in spec if k not in ("columns", "description", "draft", "null", "rules")
+                 and not str(k).startswith("_")]
         if extra:
             raise SchemaError(f"{where}unknown top-level key(s) {extra} (expected \"columns\")")
         draft = spec.get("draft", False)
@@ -573,7 +582,16 @@ class Schema:
             raise SchemaError(f"{where}\"draft\" must be true or false, got {draft!r}")
         table_null = spec.get("null")
         cols = [_parse_column(str(n), s, table_null) for n, s in spec["columns"].items()]
-        return cls(cols, source=source, draft=draft)
+        rules = spec.get("rules", [])
+        if not isinstance(rules, (list, tuple)):
+            raise SchemaError(f"{where}\"rules\" must be a list of texts such as \"if AGE < 15 then MARRIED == false\"")
+        try:
+            from .rules import parse_rule
+
+            parsed = [parse_rule(r) for r in rules]
+        except ValueError as e:
+            raise SchemaError(f"{where}{e}") from None
+        return cls(cols, source=source, draft=draft, rules=parsed)
 
     @classmethod
     def load(cls, path: str | Path) -> "Schema":
@@ -584,6 +602,8 @@ class Schema:
         """The schema with every default written out (reads back to an equal schema)."""
         out: dict[str, Any] = {"draft": True} if self.draft else {}
         out["columns"] = {c.name: c.to_dict() for c in self.columns}
+        if self.rules:
+            out["rules"] = [r.text for r in self.rules]
         return out
 
     def check_not_draft(self) -> None:
