@@ -121,6 +121,58 @@ class ColumnCodec:
         return out
 
 
+DATETIME_DTYPE_UNITS = ("s", "ms", "us", "ns")
+
+
+def input_formats(schema: Schema, df: Any) -> dict[str, dict]:
+    """How the input table stores each column, where the output should store it so too: a pandas
+    categorical (with its ``ordered`` flag) for categorical columns, the datetime unit of datetime
+    columns (and boolean ones the input stores as a categorical of its labels). Storage facts only,
+    never values: a categorical's own category list can be read off the data, so the output's
+    categories are the schema's public values."""
+    out: dict[str, dict] = {}
+    if not isinstance(df, pd.DataFrame):
+        return out
+    for col in schema:
+        if col.name not in df.columns:
+            continue
+        dtype = df[col.name].dtype
+        if col.type in ("categorical", "boolean") and isinstance(dtype, pd.CategoricalDtype):
+            out[col.name] = {"category": True, "ordered": bool(dtype.ordered)}
+        elif col.type == "datetime" and pd.api.types.is_datetime64_dtype(dtype):
+            unit = np.datetime_data(dtype)[0]
+            if unit in DATETIME_DTYPE_UNITS:
+                out[col.name] = {"datetime_unit": unit}
+    return out
+
+
+def _checked_formats(formats: Any, schema: Schema) -> dict[str, dict]:
+    """A saved encoder's formats, refused unless well formed (saved models are untrusted input)."""
+    if not isinstance(formats, dict):
+        raise ValueError("encoder formats must be an object")
+    out = {}
+    for name, f in formats.items():
+        ok = name in schema and isinstance(f, dict) and (
+            (set(f) == {"category", "ordered"} and f["category"] is True and isinstance(f["ordered"], bool)
+             and schema[name].type in ("categorical", "boolean"))
+            or (set(f) == {"datetime_unit"} and f["datetime_unit"] in DATETIME_DTYPE_UNITS
+                and schema[name].type == "datetime"))
+        if not ok:
+            raise ValueError(f"encoder format of column {name!r} is malformed")
+        out[name] = dict(f)
+    return out
+
+
+def _as_input(col: pd.Series, codec: "ColumnCodec", fmt: dict | None) -> pd.Series:
+    """A decoded column stored as the input stored it (see :func:`input_formats`)."""
+    if not fmt:
+        return col
+    if "category" in fmt:
+        cats = codec.labels()
+        return pd.Series(pd.Categorical(col, categories=cats, ordered=fmt["ordered"]))
+    return col.astype(f"datetime64[{fmt['datetime_unit']}]")
+
+
 def _jsonable(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
@@ -158,6 +210,7 @@ class TableEncoder:
         share), which sizes adaptive PrivTree bins. ``noise``: ``"continuous"`` or ``"discrete"`` noise
         for the DP steps (see MeasurementSession)."""
         self.schema = self.given_schema
+        self.formats_ = input_formats(self.schema, df)
         self._fit(df, accountant, rho_budget, rng, rho_model=rho_model, noise=noise)
         return self
 
@@ -167,6 +220,7 @@ class TableEncoder:
         """:meth:`fit` then :meth:`encode` on the same table, validating it once (before any charge)."""
         self.schema = self.given_schema
         prepared = self._prepare(df)
+        self.formats_ = input_formats(self.schema, df)
         self._fit(df, accountant, rho_budget, rng, prepared=prepared, rho_model=rho_model, noise=noise)
         return self._encode_prepared(prepared)
 
@@ -418,6 +472,7 @@ class TableEncoder:
             col = _decode_column(self.codecs_[name], codes[:, j].astype(np.int64), rng, midpoint,
                                  None if exact is None else exact.get(name), pos.get(j))
             spec = self.codecs_[name].spec
+            col = _as_input(col, self.codecs_[name], getattr(self, "formats_", {}).get(name))
             if spec.null:  # missing values written as the input wrote them
                 col = col.astype(object).where(col.notna(), spec.null[0])
             out[name] = col
@@ -456,6 +511,8 @@ class TableEncoder:
             out["resolution_bins"] = float(self.resolution_bins_)
         if getattr(self, "warnings_", None):
             out["warnings"] = list(self.warnings_)
+        if getattr(self, "formats_", None):
+            out["formats"] = {k: dict(v) for k, v in self.formats_.items()}
         return out
 
     @classmethod
@@ -491,6 +548,7 @@ class TableEncoder:
         if enc.rows_estimate_ is not None:
             enc.resolution_bins_ = float(state["resolution_bins"])
         enc.warnings_ = list(state.get("warnings", []))
+        enc.formats_ = _checked_formats(state.get("formats", {}), enc.schema)
         return enc
 
     # ------------------------------------------------------------------------------ structural zeros
