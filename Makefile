@@ -26,11 +26,15 @@ $(BIN)/.installed: $(BIN)/.core
 venv: $(BIN)/.installed
 
 demo: $(BIN)/.core
-	$(BIN)/privmarg datasets write adult --output $(OUTDIR)/data --force
-	$(BIN)/privmarg synth $(OUTDIR)/data/adult.csv --domain $(OUTDIR)/data/domain.json \
-	  --method aim --epsilon 1 --delta 1e-9 --workload all-3way \
-	  --output $(OUTDIR)/adult-aim.csv --report $(OUTDIR)/adult-aim-report.json
-	@echo "synthetic table: $(OUTDIR)/adult-aim.csv  report: $(OUTDIR)/adult-aim-report.json"
+	$(BIN)/privmarg datasets write hmeq --output $(OUTDIR)/data --force
+	$(BIN)/privmarg synth $(OUTDIR)/data/hmeq.csv --schema $(OUTDIR)/data/schema.json \
+	  --method aim --epsilon 1 --delta 1e-9 \
+	  --output $(OUTDIR)/hmeq-aim.csv --report $(OUTDIR)/hmeq-aim-run.json
+	$(BIN)/privmarg evaluate $(OUTDIR)/data/hmeq.csv $(OUTDIR)/hmeq-aim.csv --schema $(OUTDIR)/data/schema.json \
+	  --run-report $(OUTDIR)/hmeq-aim-run.json --output $(OUTDIR)/hmeq-aim-quality.html
+	@echo "synthetic table: $(OUTDIR)/hmeq-aim.csv  (raw values, as the input writes them)"
+	@echo "quality report:  $(OUTDIR)/hmeq-aim-quality.html  (open it in a browser)"
+	@echo "run report:      $(OUTDIR)/hmeq-aim-run.json  (privacy ledger and measurements)"
 
 test: venv
 	$(BIN)/python -m pytest -q tests

@@ -410,3 +410,19 @@ def test_cli_evaluate_raw_tables_with_schema(tmp_path):
     assert r.exit_code == 0, r.output
     rep = json.loads((tmp_path / "f.json").read_text())
     assert "error_bounds" not in rep and "not checked" in rep["error_bounds_note"]
+
+
+def test_html_report_without_matplotlib_has_tables_and_says_how_to_get_plots(monkeypatch):
+    """The core install has no matplotlib: the page keeps its tables and verdicts, without images."""
+    import importlib.util
+
+    from privmarg import Dataset, Domain
+    from privmarg.evaluation.report import evaluate, render_html
+
+    real_find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real_find(name, *a))
+    rng = np.random.default_rng(0)
+    dom = Domain(["a", "b"], [3, 2])
+    real, syn = (Dataset(rng.integers(0, [3, 2], size=(100, 2)), dom) for _ in range(2))
+    page = render_html(evaluate(real, syn, metrics=["tv_2way"]), real, syn)
+    assert "<h2>Metrics</h2>" in page and "<img" not in page and "privmarg[plots]" in page

@@ -522,6 +522,13 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
                      f"<td class='num'>{_fmt(eb['supported_median_ratio'])}</td></tr>"
                      f"<tr><th>median bound / true (unsupported, {eb['unsupported_count']})</th>"
                      f"<td class='num'>{_fmt(eb['unsupported_median_ratio'])}</td></tr></table>")
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:  # the core install: the page without its plots
+        parts.append("<p class='note'>Plots need matplotlib: <code>pip install 'privmarg[plots]'</code>.</p>"
+                     "<p class='note'>Metric definitions: SPEC §2 and §11; lower is better for every error.</p>"
+                     "</body></html>")
+        return "".join(parts)
     figs = [("Error per metric", plot_errors(result))]
     if eb:
         figs.append(("Error bounds vs true errors", plot_error_bounds(eb)))
