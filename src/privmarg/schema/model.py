@@ -75,6 +75,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .rules import Rule, check_rules, parse_rule
+from .values import DATETIME_UNITS, timestamp_units, value_key
+
 from ..data import DataError
 from ..core import Domain, strict_json
 
@@ -92,7 +95,6 @@ DEFAULT_BINS = 32
 DEFAULT_ADAPTIVE_BINS = 64
 #: integer/datetime columns with at most this many values are kept exact by default
 EXACT_MAX_VALUES = 64
-DATETIME_UNITS = {"D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9, "s": 10**9}
 #: most values one encoded column may have
 MAX_COLUMN_VALUES = 10**7
 #: most cells of any 2-way marginal over the encoded domain (float64: 8 bytes a cell; 2**27 = 1 GiB);
@@ -121,20 +123,6 @@ _KEYS = {
 
 class SchemaError(DataError):
     """A schema that cannot be used: the message names the column and the problem."""
-
-
-def value_key(v: Any) -> str:
-    """Matching key of a category value: ``1``, ``1.0`` and ``np.int64(1)`` match; strings match exactly."""
-    if isinstance(v, (bool, np.bool_)):
-        return f"bool:{bool(v)}"
-    if isinstance(v, numbers.Integral):
-        return f"num:{int(v)}"
-    if isinstance(v, numbers.Real):
-        f = float(v)
-        if math.isfinite(f) and f.is_integer():
-            return f"num:{int(f)}"
-        return f"num:{f!r}"
-    return f"str:{v}"
 
 
 def _is_number(x: Any) -> bool:
@@ -443,7 +431,7 @@ def _parse_column(name: str, spec: Any, table_null: Any = None) -> ColumnSpec:
             if pd.isna(t_lo) or pd.isna(t_hi):
                 raise bad("min/max must be dates")
             step = DATETIME_UNITS[unit]
-            num_lo, num_hi = _timestamp_units(t_lo, step), _timestamp_units(t_hi, step)
+            num_lo, num_hi = timestamp_units(t_lo, step), timestamp_units(t_hi, step)
         else:
             if not _is_number(lo) or not _is_number(hi):
                 raise bad(f"min and max must be finite numbers, got {lo!r}, {hi!r}")
@@ -535,19 +523,11 @@ def _dp_bounds_keys(spec: Mapping, typ: str, bad) -> dict:
                 adaptive=eff in ("privtree", "quantiles") and "bins" not in spec)
 
 
-def _timestamp_units(t: pd.Timestamp, step_ns: int) -> float:
-    if t.tzinfo is not None:
-        t = t.tz_convert("UTC").tz_localize(None)
-    return float(t.as_unit("ns").value // step_ns)
-
-
 class Schema:
     """An ordered set of :class:`ColumnSpec` (public knowledge about a raw table)."""
 
     def __init__(self, columns: list[ColumnSpec] | tuple[ColumnSpec, ...], source: str | None = None,
                  draft: bool = False, rules: Sequence[Any] = ()):
-        from .rules import Rule, check_rules, parse_rule
-
         columns = tuple(columns)
         if not columns:
             raise SchemaError("the schema has no columns")
@@ -586,8 +566,6 @@ class Schema:
         if not isinstance(rules, (list, tuple)):
             raise SchemaError(f"{where}\"rules\" must be a list of texts such as \"if AGE < 15 then MARRIED == false\"")
         try:
-            from .rules import parse_rule
-
             parsed = [parse_rule(r) for r in rules]
         except ValueError as e:
             raise SchemaError(f"{where}{e}") from None

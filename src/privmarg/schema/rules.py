@@ -30,6 +30,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from .values import DATETIME_UNITS, timestamp_units, value_key
+
 __all__ = ["Rule", "parse_rule", "RuleError"]
 
 MAX_RULE_COLUMNS = 4  # a rule's structural zero is a table over its columns' codes
@@ -276,8 +278,6 @@ def check_rules(rules: Sequence[Rule], columns: dict[str, Any]) -> None:
     on float columns, column-to-column comparisons unless both are numeric with one code per value,
     categorical columns whose values come from DP discovery, more than :data:`MAX_RULE_COLUMNS`
     columns. ``columns``: name → :class:`~privmarg.schema.model.ColumnSpec`."""
-    from .model import value_key
-
     for rule in rules:
         def bad(msg: str) -> RuleError:
             return RuleError(f"rule {rule.text!r}: {msg}")
@@ -334,8 +334,6 @@ def datetime_units(spec: Any, text: str, bad=None) -> float:
     """A date literal in the column's units since the epoch (as the encoder codes its values)."""
     import pandas as pd
 
-    from .model import DATETIME_UNITS, _timestamp_units
-
     try:
         t = pd.Timestamp(text)
     except (ValueError, TypeError):
@@ -343,4 +341,4 @@ def datetime_units(spec: Any, text: str, bad=None) -> float:
     if t is None or pd.isna(t):
         msg = f"{text!r} is not a date"
         raise (bad(msg) if bad else RuleError(msg))
-    return _timestamp_units(t, DATETIME_UNITS[spec.unit])
+    return timestamp_units(t, DATETIME_UNITS[spec.unit])
