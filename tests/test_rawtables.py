@@ -350,7 +350,7 @@ def test_no_heavy_values_where_there_are_none():
 
 
 def test_free_integers_skip_atoms_and_cover_the_rest_evenly():
-    from privmarg.preprocess.encoder import _free_integers
+    from privmarg.preprocess.decoding import _free_integers
 
     atoms = np.array([3.0, 5.0, 6.0, 9.0])
     n = 70000
