@@ -509,7 +509,7 @@ def test_exp_space_belief_propagation_matches_log_space(dtype, monkeypatch):
 def test_dense_partial_sums_match_sparse_maps_with_many_keys_per_clique(monkeypatch):
     """Many keys (3-, 2- and 1-way, nested and not) on one maximal clique: the dense maps' shared
     partial sums give x = Aμ and θ = Aᵀφ exactly as the sparse matrix does, and the same fit."""
-    from privmarg.generate.pgm.graphical_model import _Plan
+    from privmarg.generate.pgm.belief import _Plan
     from privmarg.generate.pgm.junction_tree import JunctionTree
 
     rng = np.random.default_rng(7)
@@ -643,7 +643,7 @@ def test_incremental_greedy_elimination_equals_the_plain_one():
 def test_mixed_small_and_big_clique_maps_write_every_cell(monkeypatch):
     """Some cliques mapped by CSR, some by dense sums, one big clique with no key of its own: θ = Aᵀφ
     written into a dirty buffer (reused across evaluations) equals the all-sparse map, as does x = Aμ."""
-    from privmarg.generate.pgm.graphical_model import _Plan
+    from privmarg.generate.pgm.belief import _Plan
     from privmarg.generate.pgm.junction_tree import JunctionTree
 
     rng = np.random.default_rng(11)
@@ -691,7 +691,7 @@ def test_belief_propagation_far_apart_peaks_match_brute_force(dtype):
     output buffers."""
     from scipy.special import logsumexp
 
-    from privmarg.generate.pgm.graphical_model import _Plan, belief_propagation
+    from privmarg.generate.pgm.belief import _Plan, belief_propagation
     from privmarg.generate.pgm.junction_tree import JunctionTree
 
     dom = Domain(list("abc"), [2, 2, 3])
@@ -739,7 +739,7 @@ def test_buffer_pool_hands_out_only_unreferenced_arrays(monkeypatch):
 
 def test_belief_propagation_torch_exp_matches_numpy(monkeypatch):
     """Big tables are exponentiated by torch in place: same marginals as numpy's exp (to rounding)."""
-    from privmarg.generate.pgm import graphical_model as gm
+    from privmarg.generate.pgm import belief as gm
     from privmarg.generate.pgm.junction_tree import JunctionTree
 
     rng = np.random.default_rng(5)

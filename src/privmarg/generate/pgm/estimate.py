@@ -18,8 +18,8 @@ from ...core import Domain, Factor, Measurement, StructuralZero
 from ...core.measurement import estimate_total
 from ...core.broadcast import apply_broadcast
 from ...core.sums import sum_out
-from .graphical_model import (GraphicalModel, _Plan, belief_propagation, belief_propagation_exp, broadcast_shape,
-                              sum_axes)
+from .belief import _Plan, belief_propagation, belief_propagation_exp, broadcast_shape, sum_axes
+from .graphical_model import GraphicalModel
 from .junction_tree import JunctionTree
 from .sum_tree import plan_sum_tree
 
