@@ -1,0 +1,131 @@
+"""PrivPGD's targets from the released measurements: merged per clique, made consistent on shared
+margins, weighted by their noise; and records moved out of structural zeros. Post-processing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...core import Domain, Factor, Measurement, StructuralZero
+from ..targets import SharedMargins, cell_values
+
+
+def _repair_zeros(codes: np.ndarray, Z: np.ndarray, domain: Domain, zeros: list[StructuralZero]) -> np.ndarray:
+    """Move records that landed in a structural-zero cell to the allowed cell of that zero's
+    attributes nearest to their particle (squared distance in the embedded space). The projection
+    gives those cells no mass, but rounding particles to the grid can still land there."""
+    if not zeros:
+        return codes
+    codes = codes.copy()
+    for _ in range(3):  # zeros on overlapping attributes: a repair can break another; repeat
+        clean = True
+        for z in zeros:
+            idx = [domain.attrs.index(a) for a in z.attrs]
+            mask = z.mask.reshape(domain.sizes(z.attrs))
+            bad = np.flatnonzero(mask[tuple(codes[:, i] for i in idx)])
+            if bad.size == 0:
+                continue
+            clean = False
+            allowed = np.argwhere(~mask)  # (cells, len(attrs)) of codes
+            if allowed.size == 0:
+                raise ValueError(f"structural zeros on {z.attrs} forbid every cell")
+            sizes = np.array([domain[a] for a in z.attrs])
+            centres = (2 * allowed + 1) / (2 * sizes)  # the (2x-1)/(2k) embedding, 0-based codes
+            pos = Z[np.ix_(bad, idx)]
+            d2 = ((pos[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
+            codes[np.ix_(bad, idx)] = allowed[d2.argmin(axis=1)]
+        if clean:
+            break
+    return codes
+
+
+def _consistent(merged, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarray, float]]:
+    """The measurements made to agree on their totals and on every shared attribute (least squares
+    under their noise, PrivSyn's consistency step).
+
+    First every marginal's total becomes the inverse-variance average of the totals (a marginal of
+    ``n`` cells with noise ``σ`` per cell has a total of variance ``n σ²``), spread evenly over its
+    cells. Then, per attribute ``a`` of ``k`` values, each marginal ``c`` holding it implies a 1-way
+    marginal with per-cell variance ``σ_c² n_c / k``; their inverse-variance average replaces each,
+    the difference spread evenly over the ``n_c / k`` cells behind each value. With equal totals,
+    shifting one attribute's margin leaves every other attribute's margin as it was, so one pass
+    over the attributes makes all of them agree. Returns ``(attrs, y, σ)`` as given (σ unchanged)."""
+    cliques = [tuple(a) for a, _, _ in merged]
+    arrs = {c: np.asarray(y, dtype=float).reshape(domain.sizes(c)).copy() for c, (_, y, _) in zip(cliques, merged)}
+    var = [max(float(s) ** 2, 1e-300) for _, _, s in merged]
+    cells = [domain.size(c) for c in cliques]
+    wt = np.array([1.0 / (n * v) for n, v in zip(cells, var)])
+    totals = np.array([arrs[c].sum() for c in cliques])
+    t_bar = float(wt @ totals / wt.sum())
+    for c, t, n in zip(cliques, totals, cells):
+        arrs[c] += (t_bar - t) / n
+    SharedMargins(cliques, var, domain, [(a,) for a in domain.attrs]).apply(arrs)
+    return [(a, arrs[c].ravel(), s) for (a, _, s), c in zip(merged, cliques)]
+
+
+def _marginal_weights(sigmas, cells, total: float, power: float) -> np.ndarray:
+    """Per marginal: ``(n_c σ_c² / N²)^(-power)``, normalised to mean 1 (``power = 0``: all 1, the paper).
+
+    ``n_c σ_c² / N²`` is the variance of the noise in the marginal's CDF along a direction (the sum of
+    up to ``n_c`` cells' noise, normalised by ``N``): a large marginal measured with the same σ tells
+    the particles less per cell. Uses only the noise scales and the public domain (no data)."""
+    if power == 0:
+        return np.ones(len(cells))
+    v = np.array([n * s * s for n, s in zip(cells, sigmas)], dtype=float) / total**2
+    v = np.maximum(v, 1e-300)
+    w = v ** (-power)
+    return w / w.mean()
+
+
+def _one_way(domain: Domain, cliques, probs) -> list[np.ndarray]:
+    """Per attribute: the mean of the 1-way marginals implied by the projected cliques containing it
+    (uniform when none does)."""
+    acc = {a: [] for a in domain.attrs}
+    for c, u in zip(cliques, probs):
+        arr = np.asarray(u).reshape(domain.sizes(c))
+        for ax, a in enumerate(c):
+            acc[a].append(arr.sum(axis=tuple(i for i in range(len(c)) if i != ax)))
+    out = []
+    for a in domain.attrs:
+        p = np.mean(acc[a], axis=0) if acc[a] else np.ones(domain[a])
+        out.append(np.maximum(p, 0) / np.maximum(p, 0).sum())
+    return out
+
+
+def _merge_measurements(measurements, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarray, float]]:
+    """Cell-space values in canonical attribute order; repeated cliques merged by their weights
+    (inverse variance for noisy measurements)."""
+    acc: dict[tuple[str, ...], list] = {}
+    for m in measurements:
+        if not isinstance(m, Measurement):
+            m = Measurement(*m)
+        if not m.attrs:
+            continue
+        if len(set(m.attrs)) != len(m.attrs):
+            raise ValueError(f"measurement on {m.attrs}: repeated attribute")
+        y = cell_values(m)
+        if y.size != domain.size(m.attrs):
+            raise ValueError(f"measurement on {m.attrs}: expected {domain.size(m.attrs)} cells, got {y.size}")
+        canon = domain.canonical(m.attrs)
+        y = Factor.from_flat(domain, m.attrs, y).transpose(canon).flat
+        w = m.weight
+        if canon in acc:
+            acc[canon][0] += w * y
+            acc[canon][1] += w
+        else:
+            acc[canon] = [w * y, w]
+    # the merged weight as a noise level (w = 1/(2σ²)), for estimating N when it is not public
+    return [(a, s / w, 1.0 / math.sqrt(2.0 * w)) for a, (s, w) in acc.items()]
+
+
+def _valid_cells(domain: Domain, attrs: tuple[str, ...], zeros: list[StructuralZero]) -> np.ndarray | None:
+    """Mask of cells of the (canonical) clique ``attrs`` not declared impossible by any zero inside it."""
+    ok = None
+    target = domain.project(attrs)
+    for z in zeros:
+        if not set(z.attrs) <= set(attrs):
+            continue
+        full = z.factor(domain).expand(target).flat
+        ok = ~full if ok is None else ok & ~full
+    return ok
