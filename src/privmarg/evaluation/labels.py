@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..schema.model import DATETIME_UNITS
+from ..schema.values import DATETIME_UNITS
 
 MISSING = "missing"
 

@@ -12,7 +12,7 @@ import numpy as np
 from ..privacy import gaussian_sigma, marginal_l2
 from ..privacy.discovery import keys_at_risk, threshold_for
 from ..schema import ColumnSpec
-from ..schema.model import HEAVY_FIXED_MAX_VALUES, HEAVY_MAX_ATOMS
+from ..schema.column import HEAVY_FIXED_MAX_VALUES, HEAVY_MAX_ATOMS
 from .binning import bin_index, merge_leaves, privtree_edges, quantile_grid, resolution_bins
 from .codec import ColumnCodec
 
@@ -49,7 +49,7 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
        wider integer ranges): thresholded noisy counts of the values present
        (:func:`_threshold_heavy_values`). Values far above the noise (point masses: a common seat
        count, a delay of 0 minutes, a rounded grid, an imputed constant) become atoms too, at most
-       :data:`~privmarg.schema.model.HEAVY_MAX_ATOMS` of them; the bins below shrink by as many, by
+       :data:`~privmarg.schema.column.HEAVY_MAX_ATOMS` of them; the bins below shrink by as many, by
        ``ColumnSpec.heavy_in_bins`` at most (the schema's bound on codes, ``ColumnSpec.base_size``,
        counts the rest).
     3. The Gaussian mechanism (Δ₂ = 1 add/remove, √2 replace-one) releases the count of each leaf

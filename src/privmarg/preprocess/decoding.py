@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..schema.model import DATETIME_UNITS
+from ..schema.values import DATETIME_UNITS
 from .codec import ColumnCodec
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..data import DataError
 from ..schema import ColumnSpec, value_key
-from ..schema.model import DATETIME_UNITS
+from ..schema.values import DATETIME_UNITS
 from .bounds import GRID_MAX_EXP
 from .codec import _jsonable
 

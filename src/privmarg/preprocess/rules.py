@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain, StructuralZero
-from ..schema.model import ColumnSpec, value_key
+from ..schema.column import ColumnSpec
+from ..schema.values import value_key
 from ..schema.rules import (And, Compare, CompareColumns, Expr, IsNull, Member, Not, Or, Rule, RuleError,
                             datetime_units)
 

@@ -277,7 +277,7 @@ def check_rules(rules: Sequence[Rule], columns: dict[str, Any]) -> None:
     columns, literals of the wrong kind or not among a categorical column's public values, equality
     on float columns, column-to-column comparisons unless both are numeric with one code per value,
     categorical columns whose values come from DP discovery, more than :data:`MAX_RULE_COLUMNS`
-    columns. ``columns``: name → :class:`~privmarg.schema.model.ColumnSpec`."""
+    columns. ``columns``: name → :class:`~privmarg.schema.column.ColumnSpec`."""
     for rule in rules:
         def bad(msg: str) -> RuleError:
             return RuleError(f"rule {rule.text!r}: {msg}")
