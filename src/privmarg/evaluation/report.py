@@ -419,6 +419,7 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
     the axes; ``measured``: the cliques the run measured (marked on the plots); ``budget``: ρ by
     phase (:func:`budget_by_phase`); ``notes``: lines shown under "Notes" (clipping, bounds);
     ``risk``: the run's risk panel (``privacy_report()["risk"]``, :mod:`privmarg.privacy.risk`).
+    Without matplotlib (the core install) the page has every table and no plots.
     """
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
@@ -427,15 +428,36 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
                                          for k, v in sources.items()) + "</table>")
     parts.append(f"<p>{result['rows_real']} real rows, {result['rows_synthetic']} synthetic rows, "
                  f"{len(result['columns'])} columns.</p>")
+    parts += [_verdicts_html(result), _metrics_html(result), _rules_html(result.get("rule_violations")),
+              _attack_html(result.get("membership_attack")), _sdmetrics_html(result.get("sdmetrics")),
+              _budget_html(budget), _risk_html(risk) if risk else "", _notes_html(result, notes),
+              _run_html(result.get("run")), _ml_html(result.get("ml_efficacy")),
+              _bounds_html(result.get("error_bounds"))]
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:  # the core install: the page without its plots
+        parts.append("<p class='note'>Plots need matplotlib: <code>pip install 'privmarg[plots]'</code>.</p>")
+    else:
+        parts.append(_plots_html(result, real, synthetic, labels, measured))
+    parts.append("<p class='note'>Metric definitions: SPEC §2 and §11; lower is better for every error."
+                 "</p></body></html>")
+    return "".join(parts)
+
+
+def _verdicts_html(result: dict) -> str:
     if result.get("verdicts"):
-        parts.append("<h2>What this report sees</h2><ul class='verdicts'>"
-                     + "".join(f"<li>{html.escape(v)}</li>" for v in result["verdicts"]) + "</ul>")
-    elif "verdicts" in result:
-        parts.append("<h2>What this report sees</h2><p>Nothing to flag: every dependence metric beats the "
-                     "independence baseline, no strong association is lost and every column is close.</p>")
+        return ("<h2>What this report sees</h2><ul class='verdicts'>"
+                + "".join(f"<li>{html.escape(v)}</li>" for v in result["verdicts"]) + "</ul>")
+    if "verdicts" in result:
+        return ("<h2>What this report sees</h2><p>Nothing to flag: every dependence metric beats the "
+                "independence baseline, no strong association is lost and every column is close.</p>")
+    return ""
+
+
+def _metrics_html(result: dict) -> str:
     base = result.get("baseline") or {}
-    parts.append("<h2>Metrics</h2><table><tr><th>metric</th><th>synthetic</th>"
-                 + ("<th>independence baseline</th>" if base else "") + "<th>meaning</th></tr>")
+    parts = ["<h2>Metrics</h2><table><tr><th>metric</th><th>synthetic</th>"
+             + ("<th>independence baseline</th>" if base else "") + "<th>meaning</th></tr>"]
     for m, info in METRIC_INFO.items():
         if m in result:
             cell = ""
@@ -451,84 +473,107 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
         parts.append(f"<p class='note'>Independence baseline: {html.escape(base.get('name', BASELINE_NAME))}; "
                      "it keeps every column's distribution and breaks all dependence. It is not private: a "
                      "synthetic table should beat it on the 2- and 3-way metrics.</p>")
-    rv = result.get("rule_violations")
-    if rv:
-        parts.append("<h2>The schema's rules</h2><table><tr><th>rule</th><th>real records breaking it</th>"
-                     "<th>synthetic records breaking it</th></tr>"
-                     + "".join(f"<tr><td>{html.escape(r)}</td><td class='num'>{rv['real'].get(r, 0)}</td>"
-                               f"<td class='num{' worse' if rv['synthetic'].get(r, 0) else ''}'>"
-                               f"{rv['synthetic'].get(r, 0)}</td></tr>" for r in rv["rules"]) + "</table>")
-    att = result.get("membership_attack")
-    if att:
-        bound = att.get("provable_max_auc")
-        parts.append("<h2>A membership attack (diagnostic)</h2><table>"
-                     f"<tr><td>AUC of the attack (0.5: a coin toss)</td><td class='num'>{_fmt(att['auc'])}</td></tr>"
-                     + (f"<tr><td>provable largest AUC of any attack (the run's ledger)</td>"
-                        f"<td class='num'>{_fmt(bound)}</td></tr>" if bound is not None else "")
-                     + "".join(f"<tr><td>members found when {float(f):.1%} of non-members are accused</td>"
-                               f"<td class='num'>{float(v):.1%}</td></tr>" for f, v in att["tpr_at_fpr"].items())
-                     + f"</table><p class='note'>{html.escape(att['attack'])}: {att['members']} records of the "
-                     f"real table against {att['non_members']} held-out records. One attacker's result, not a "
-                     "guarantee: the provable bound holds for every attacker.</p>")
-    sdm = result.get("sdmetrics")
-    if sdm:
-        parts.append(f"<h2>sdmetrics QualityReport (sdmetrics {html.escape(str(sdm.get('version', '')))})</h2>"
-                     "<table><tr><th>property</th><th>score (0–1, higher is better)</th></tr>"
-                     f"<tr><td>overall</td><td class='num'>{_fmt(sdm['score'])}</td></tr>"
-                     + "".join(f"<tr><td>{html.escape(k)}</td><td class='num'>"
-                               + (_fmt(v) if v is not None else "n/a: nothing to score (no pair strongly "
-                                  "associated in the real table)" if k == "Column Pair Trends" else "n/a")
-                               + "</td></tr>" for k, v in sdm.get("properties", {}).items()) + "</table>")
-    if budget:
-        tot = sum(budget.values()) or 1.0
-        parts.append("<h2>Privacy budget by phase</h2><table><tr><th>phase</th><th>ρ (zCDP)</th><th>share</th></tr>"
-                     + "".join(f"<tr><td>{html.escape(k)}</td><td class='num'>{_fmt(float(v))}</td>"
-                               f"<td class='num'>{100 * v / tot:.1f}%</td></tr>" for k, v in budget.items())
-                     + "</table>")
-    if risk:
-        parts.append(_risk_html(risk))
+    return "".join(parts)
+
+
+def _rules_html(rv: dict | None) -> str:
+    if not rv:
+        return ""
+    return ("<h2>The schema's rules</h2><table><tr><th>rule</th><th>real records breaking it</th>"
+            "<th>synthetic records breaking it</th></tr>"
+            + "".join(f"<tr><td>{html.escape(r)}</td><td class='num'>{rv['real'].get(r, 0)}</td>"
+                      f"<td class='num{' worse' if rv['synthetic'].get(r, 0) else ''}'>"
+                      f"{rv['synthetic'].get(r, 0)}</td></tr>" for r in rv["rules"]) + "</table>")
+
+
+def _attack_html(att: dict | None) -> str:
+    if not att:
+        return ""
+    bound = att.get("provable_max_auc")
+    return ("<h2>A membership attack (diagnostic)</h2><table>"
+            f"<tr><td>AUC of the attack (0.5: a coin toss)</td><td class='num'>{_fmt(att['auc'])}</td></tr>"
+            + (f"<tr><td>provable largest AUC of any attack (the run's ledger)</td>"
+               f"<td class='num'>{_fmt(bound)}</td></tr>" if bound is not None else "")
+            + "".join(f"<tr><td>members found when {float(f):.1%} of non-members are accused</td>"
+                      f"<td class='num'>{float(v):.1%}</td></tr>" for f, v in att["tpr_at_fpr"].items())
+            + f"</table><p class='note'>{html.escape(att['attack'])}: {att['members']} records of the "
+            f"real table against {att['non_members']} held-out records. One attacker's result, not a "
+            "guarantee: the provable bound holds for every attacker.</p>")
+
+
+def _sdmetrics_html(sdm: dict | None) -> str:
+    if not sdm:
+        return ""
+    return (f"<h2>sdmetrics QualityReport (sdmetrics {html.escape(str(sdm.get('version', '')))})</h2>"
+            "<table><tr><th>property</th><th>score (0–1, higher is better)</th></tr>"
+            f"<tr><td>overall</td><td class='num'>{_fmt(sdm['score'])}</td></tr>"
+            + "".join(f"<tr><td>{html.escape(k)}</td><td class='num'>"
+                      + (_fmt(v) if v is not None else "n/a: nothing to score (no pair strongly "
+                         "associated in the real table)" if k == "Column Pair Trends" else "n/a")
+                      + "</td></tr>" for k, v in sdm.get("properties", {}).items()) + "</table>")
+
+
+def _budget_html(budget: dict[str, float] | None) -> str:
+    if not budget:
+        return ""
+    tot = sum(budget.values()) or 1.0
+    return ("<h2>Privacy budget by phase</h2><table><tr><th>phase</th><th>ρ (zCDP)</th><th>share</th></tr>"
+            + "".join(f"<tr><td>{html.escape(k)}</td><td class='num'>{_fmt(float(v))}</td>"
+                      f"<td class='num'>{100 * v / tot:.1f}%</td></tr>" for k, v in budget.items())
+            + "</table>")
+
+
+def _notes_html(result: dict, notes: Sequence[str]) -> str:
     all_notes = list(notes)
     for what, cols in (result.get("clipped_values") or {}).items():
         all_notes.append(f"{what} table: values outside the schema's bounds were clipped to them: "
                          + ", ".join(f"{c} ({n} values)" for c, n in cols.items()))
     if result.get("error_bounds_note"):
         all_notes.append(result["error_bounds_note"])
-    if all_notes:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in all_notes) + "</ul>")
-    run = result.get("run")
-    if run:
-        parts.append("<h2>Run that produced the data</h2><table>" + "".join(
-            f"<tr><th>{html.escape(k)}</th><td class='num'>{_fmt(v)}</td></tr>" for k, v in run.items()) + "</table>")
-    ml = result.get("ml_efficacy")
-    if ml:
-        parts.append(f"<h2>ML efficacy (target {html.escape(ml['target'])}, {ml['task']})</h2>")
-        keys = ["error", "accuracy", "f1", "auc"] if ml["task"] == "classification" else ["mse", "r2"]
-        parts.append("<table><tr><th>model</th><th>trained on</th>" + "".join(f"<th>{k}</th>" for k in keys)
-                     + "<th>seconds</th></tr>")
-        for name, res in ml["models"].items():
-            for src, sc in res.items():
-                parts.append(f"<tr><td>{name}</td><td>{src}</td>" + "".join(
-                    f"<td class='num'>{_fmt(sc.get(k))}</td>" for k in keys)
-                    + f"<td class='num'>{_fmt(sc.get('seconds'))}</td></tr>")
-        parts.append("</table>")
-        for name, note in ml.get("skipped", {}).items():
-            parts.append(f"<p class='note'>{html.escape(name)}: {html.escape(note)}</p>")
-    eb = result.get("error_bounds")
-    if eb:
-        parts.append("<h2>Released error bounds vs true error</h2><table>"
-                     f"<tr><th>marginals</th><td class='num'>{len(eb['marginals'])}</td></tr>"
-                     f"<tr><th>share with true error within the bound</th><td class='num'>{_fmt(eb['covered_share'])}</td></tr>"
-                     f"<tr><th>median bound / true (supported, {eb['supported_count']})</th>"
-                     f"<td class='num'>{_fmt(eb['supported_median_ratio'])}</td></tr>"
-                     f"<tr><th>median bound / true (unsupported, {eb['unsupported_count']})</th>"
-                     f"<td class='num'>{_fmt(eb['unsupported_median_ratio'])}</td></tr></table>")
-    import importlib.util
+    if not all_notes:
+        return ""
+    return "<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in all_notes) + "</ul>"
 
-    if importlib.util.find_spec("matplotlib") is None:  # the core install: the page without its plots
-        parts.append("<p class='note'>Plots need matplotlib: <code>pip install 'privmarg[plots]'</code>.</p>"
-                     "<p class='note'>Metric definitions: SPEC §2 and §11; lower is better for every error.</p>"
-                     "</body></html>")
-        return "".join(parts)
+
+def _run_html(run: dict | None) -> str:
+    if not run:
+        return ""
+    return ("<h2>Run that produced the data</h2><table>" + "".join(
+        f"<tr><th>{html.escape(k)}</th><td class='num'>{_fmt(v)}</td></tr>" for k, v in run.items()) + "</table>")
+
+
+def _ml_html(ml: dict | None) -> str:
+    if not ml:
+        return ""
+    parts = [f"<h2>ML efficacy (target {html.escape(ml['target'])}, {ml['task']})</h2>"]
+    keys = ["error", "accuracy", "f1", "auc"] if ml["task"] == "classification" else ["mse", "r2"]
+    parts.append("<table><tr><th>model</th><th>trained on</th>" + "".join(f"<th>{k}</th>" for k in keys)
+                 + "<th>seconds</th></tr>")
+    for name, res in ml["models"].items():
+        for src, sc in res.items():
+            parts.append(f"<tr><td>{name}</td><td>{src}</td>" + "".join(
+                f"<td class='num'>{_fmt(sc.get(k))}</td>" for k in keys)
+                + f"<td class='num'>{_fmt(sc.get('seconds'))}</td></tr>")
+    parts.append("</table>")
+    for name, note in ml.get("skipped", {}).items():
+        parts.append(f"<p class='note'>{html.escape(name)}: {html.escape(note)}</p>")
+    return "".join(parts)
+
+
+def _bounds_html(eb: dict | None) -> str:
+    if not eb:
+        return ""
+    return ("<h2>Released error bounds vs true error</h2><table>"
+            f"<tr><th>marginals</th><td class='num'>{len(eb['marginals'])}</td></tr>"
+            f"<tr><th>share with true error within the bound</th><td class='num'>{_fmt(eb['covered_share'])}</td></tr>"
+            f"<tr><th>median bound / true (supported, {eb['supported_count']})</th>"
+            f"<td class='num'>{_fmt(eb['supported_median_ratio'])}</td></tr>"
+            f"<tr><th>median bound / true (unsupported, {eb['unsupported_count']})</th>"
+            f"<td class='num'>{_fmt(eb['unsupported_median_ratio'])}</td></tr></table>")
+
+
+def _plots_html(result: dict, real: Dataset, synthetic: Dataset, labels, measured) -> str:
+    eb = result.get("error_bounds")
     figs = [("Error per metric", plot_errors(result))]
     if eb:
         figs.append(("Error bounds vs true errors", plot_error_bounds(eb)))
@@ -540,9 +585,5 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
                      plot_worst_2way(real, synthetic, result["worst_2way"], labels=labels, measured=measured)))
     if len(real.domain) >= 2:
         figs.append(("Correlations of the embedded codes", plot_correlations(real, synthetic)))
-    for name, fig in figs:
-        parts.append(f"<h2>{html.escape(name)}</h2><img alt='{html.escape(name)}' "
-                     f"src='data:image/png;base64,{_png(fig)}'>")
-    parts.append("<p class='note'>Metric definitions: SPEC §2 and §11; lower is better for every error."
-                 "</p></body></html>")
-    return "".join(parts)
+    return "".join(f"<h2>{html.escape(name)}</h2><img alt='{html.escape(name)}' "
+                   f"src='data:image/png;base64,{_png(fig)}'>" for name, fig in figs)

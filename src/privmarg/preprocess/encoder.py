@@ -109,25 +109,9 @@ class TableEncoder:
         self.warnings_: list[str] = []
         self.rows_estimate_ = None
         self.rho_spent_ = 0.0
+        delta_col = 0.0
         if dp_cols:
-            if df is None:
-                raise ValueError("the schema asks for DP preprocessing (privtree or quantile bins, merge_rare, DP "
-                                 "bounds or values): fit needs the data, an accountant and a budget")
-            if accountant is None or rng is None or not (rho_budget > 0 and math.isfinite(rho_budget)):
-                raise ValueError("DP preprocessing (privtree or quantile bins, merge_rare, DP bounds or values) needs "
-                                 f"an accountant, a generator and a positive budget, got rho_budget={rho_budget!r}")
-            if not accountant.can_afford(rho_budget):
-                raise BudgetExceededError(
-                    f"preprocessing budget rho={rho_budget:.6g} exceeds what the accountant has left "
-                    f"({accountant.rho_remaining:.6g})")
-            n_values = sum(c.dp_values for c in disc)
-            delta_left = accountant.delta_budget - accountant.delta_spent
-            n_delta = sum(c.dp_values or c.heavy_threshold for c in self.schema)
-            delta_col = delta_left / n_delta if n_delta and delta_left > 0 else 0.0
-            if n_values and not delta_left > 0:
-                raise BudgetExceededError(
-                    "\"values\": \"dp\" (DP value discovery) spends part of delta, but the accountant has none "
-                    "reserved for it: give epsilon and delta (not rho), or list the values in the schema")
+            delta_col = self._check_dp_inputs(df, accountant, rho_budget, rng, disc)
             if prepared is None:
                 prepared = self._prepare(df)  # every check before the first charge
         rho_col = rho_budget / len(dp_cols) if dp_cols else 0.0
@@ -140,32 +124,8 @@ class TableEncoder:
                                          noise=noise)
             resolved = {}
             for col in disc:
-                before = accountant.rho_spent, accountant.delta_spent
-                if col.dp_bounds:
-                    lo, hi, facts = dp_bounds(session, col, rho_col)
-                    spec = col.with_bounds(lo, hi)
-                    prepared[col.name] = np.clip(prepared[col.name], spec.lo, spec.hi)  # as encode() clips
-                    info: dict[str, Any] = {"step": "bounds", "bounds": [_jsonable(spec.min), _jsonable(spec.max)],
-                                            "visible_rows": facts["visible_rows"]}
-                    if not facts["ok"]:
-                        self.warnings_.append(f"column {col.name!r}: no bucket of the DP bounds grid stood out of "
-                                              "the noise (few rows or a small budget): its bounds are the busiest "
-                                              "bucket's edges; give public bounds")
-                    elif facts["visible_rows"] > 0.05 * facts["rows"]:
-                        self.warnings_.append(
-                            f"column {col.name!r}: a bucket of the DP bounds grid needs about "
-                            f"{facts['visible_rows']:.0f} of about {facts['rows']:.0f} rows to stand out of the "
-                            f"noise, so values spread thinly may lie outside the DP bounds [{spec.min}, {spec.max}] "
-                            "(clipped to them): give public bounds or a larger budget")
-                else:
-                    values, info = discover_values(session, col, rho_col, delta_col)
-                    spec = col.with_values(values)
-                    prepared[col.name] = _codes_from_keys(spec, prepared[col.name])
-                    info = {"step": "values", "values": [_jsonable(v) for v in values], **info}
-                info["rho"] = accountant.rho_spent - before[0]
-                if accountant.delta_spent > before[1]:
-                    info["approx_delta"] = accountant.delta_spent - before[1]
-                found[col.name], resolved[col.name] = info, spec
+                resolved[col.name], found[col.name] = self._discover(session, accountant, col, rho_col, delta_col,
+                                                                     prepared)
             self.schema = Schema([resolved.get(c.name, c) for c in self.schema], source=self.schema.source,
                                  draft=self.schema.draft, rules=self.schema.rules)
             later = [c for c in self.schema if c.dp_step]  # a narrow integer range became exact: free
@@ -173,44 +133,12 @@ class TableEncoder:
         if any(c.dp_step for c in self.schema):  # the DP steps read the prepared columns through a session
             session = MeasurementSession(ColumnCounts(prepared, len(df)), accountant, rng, cache=False,
                                          noise=noise)
-        rows_seen: list[float] = []
-        codecs = []
         specs = {c.name: c for c in self.schema}
         protected = protected_values(self.schema.rules, specs)
         cuts, cut_atoms = rule_cuts(self.schema.rules, specs)
-        for col in self.schema:
-            if col.numeric:
-                atoms = np.asarray(col.atoms, dtype=float)
-                if col.dp_step == "quantiles" or (col.dp_step == "privtree" and col.adaptive):
-                    delta = delta_col if col.heavy_threshold else 0.0
-                    if col.heavy_threshold and not delta > 0:
-                        self.warnings_.append(
-                            f"column {col.name!r}: no heavy-value search (it spends part of delta, and none is "
-                            "reserved: give epsilon and delta, not rho, or set \"heavy_values\": false)")
-                    codec = _adaptive_codec(session, col, rho_col, rho_m, len(self.schema), delta)
-                    rows_seen.append(codec.rows_estimate)
-                    codecs.append(codec)
-                elif col.dp_step == "privtree":
-                    edges = privtree_edges(session, col.name, col, rho_col)
-                    atoms = _dense_atoms(col, edges, atoms)
-                    codecs.append(ColumnCodec(col, edges=edges, atoms=atoms, rho=rho_col))
-                else:
-                    codecs.append(ColumnCodec(col, edges=uniform_edges(col), atoms=atoms))
-                continue
-            k = col.base_size
-            group = np.array([], dtype=np.int64)
-            if col.dp_step == "merge":
-                group = rare_categories(session, col.name, k, rho_col, threshold=self.rare_threshold,
-                                        what=f"rare-category counts {col.name}")
-                # a category a rule names keeps its own code (public: the rule), so the rule is decided
-                group = np.setdiff1d(group, sorted(protected.get(col.name, ())))
-            in_group = np.zeros(k, dtype=bool)
-            in_group[group] = True
-            kept = np.flatnonzero(~in_group)
-            base_to_code = np.full(k, len(kept), dtype=np.int64)
-            base_to_code[kept] = np.arange(len(kept))
-            codecs.append(ColumnCodec(col, kept=kept, group=group, base_to_code=base_to_code,
-                                      rho=rho_col if col.dp_step else 0.0))
+        codecs = [self._numeric_codec(session, col, rho_col, rho_m, delta_col) if col.numeric
+                  else self._categorical_codec(session, col, rho_col, protected.get(col.name, ()))
+                  for col in self.schema]
         if accountant is not None:
             self.rho_spent_ = accountant.rho_spent - spent0
         # the rules' constants become bin edges (post-processing of public facts): every rule is then
@@ -222,16 +150,105 @@ class TableEncoder:
             self.codecs_[name].found = info
             self.codecs_[name].rho += info["rho"]
         self.domain = Domain(self.schema.names, [c.size for c in codecs])
+        rows_seen = [c.rows_estimate for c in codecs if hasattr(c, "rows_estimate")]
         if rows_seen:  # post-processing of DP outputs: free
-            self.rows_estimate_ = max(rows_seen)
-            self.resolution_bins_ = resolution_bins(self.rows_estimate_, len(self.schema), rho_m)
-            b = self.resolution_bins_
-            for c in codecs:
-                if c.n_main > 2 * b and not (c.spec.dp_step in ("privtree", "quantiles") and c.spec.adaptive):
-                    self.warnings_.append(
-                        f"column {c.spec.name!r} has {c.n_main} codes, but with about {self.rows_estimate_:.0f} "
-                        f"rows and this budget a 2-way marginal resolves about {b:.0f} per column: its "
-                        f"marginals will be mostly noise ({_fewer_codes_hint(c.spec)})")
+            self._warn_fine_columns(codecs, max(rows_seen), rho_m)
+
+    def _check_dp_inputs(self, df, accountant, rho_budget: float, rng, disc: list[ColumnSpec]) -> float:
+        """Refuse a DP preprocessing that cannot run (before any charge); the δ each column that
+        spends some (DP values, heavy float values) gets."""
+        if df is None:
+            raise ValueError("the schema asks for DP preprocessing (privtree or quantile bins, merge_rare, DP "
+                             "bounds or values): fit needs the data, an accountant and a budget")
+        if accountant is None or rng is None or not (rho_budget > 0 and math.isfinite(rho_budget)):
+            raise ValueError("DP preprocessing (privtree or quantile bins, merge_rare, DP bounds or values) needs "
+                             f"an accountant, a generator and a positive budget, got rho_budget={rho_budget!r}")
+        if not accountant.can_afford(rho_budget):
+            raise BudgetExceededError(
+                f"preprocessing budget rho={rho_budget:.6g} exceeds what the accountant has left "
+                f"({accountant.rho_remaining:.6g})")
+        n_values = sum(c.dp_values for c in disc)
+        delta_left = accountant.delta_budget - accountant.delta_spent
+        n_delta = sum(c.dp_values or c.heavy_threshold for c in self.schema)
+        if n_values and not delta_left > 0:
+            raise BudgetExceededError(
+                "\"values\": \"dp\" (DP value discovery) spends part of delta, but the accountant has none "
+                "reserved for it: give epsilon and delta (not rho), or list the values in the schema")
+        return delta_left / n_delta if n_delta and delta_left > 0 else 0.0
+
+    def _discover(self, session, accountant, col: ColumnSpec, rho: float, delta: float,
+                  prepared: dict[str, np.ndarray]) -> tuple[ColumnSpec, dict]:
+        """DP bounds or values of one column (charged): the column as if the schema had stated them,
+        and what was released; ``prepared`` is updated to the resolved column."""
+        before = accountant.rho_spent, accountant.delta_spent
+        if col.dp_bounds:
+            lo, hi, facts = dp_bounds(session, col, rho)
+            spec = col.with_bounds(lo, hi)
+            prepared[col.name] = np.clip(prepared[col.name], spec.lo, spec.hi)  # as encode() clips
+            info: dict[str, Any] = {"step": "bounds", "bounds": [_jsonable(spec.min), _jsonable(spec.max)],
+                                    "visible_rows": facts["visible_rows"]}
+            if not facts["ok"]:
+                self.warnings_.append(f"column {col.name!r}: no bucket of the DP bounds grid stood out of "
+                                      "the noise (few rows or a small budget): its bounds are the busiest "
+                                      "bucket's edges; give public bounds")
+            elif facts["visible_rows"] > 0.05 * facts["rows"]:
+                self.warnings_.append(
+                    f"column {col.name!r}: a bucket of the DP bounds grid needs about "
+                    f"{facts['visible_rows']:.0f} of about {facts['rows']:.0f} rows to stand out of the "
+                    f"noise, so values spread thinly may lie outside the DP bounds [{spec.min}, {spec.max}] "
+                    "(clipped to them): give public bounds or a larger budget")
+        else:
+            values, info = discover_values(session, col, rho, delta)
+            spec = col.with_values(values)
+            prepared[col.name] = _codes_from_keys(spec, prepared[col.name])
+            info = {"step": "values", "values": [_jsonable(v) for v in values], **info}
+        info["rho"] = accountant.rho_spent - before[0]
+        if accountant.delta_spent > before[1]:
+            info["approx_delta"] = accountant.delta_spent - before[1]
+        return spec, info
+
+    def _numeric_codec(self, session, col: ColumnSpec, rho: float, rho_model: float, delta: float) -> ColumnCodec:
+        """A numeric column's bins: adaptive (DP, :mod:`.adaptive`), PrivTree (DP) or uniform (free)."""
+        atoms = np.asarray(col.atoms, dtype=float)
+        if col.dp_step == "quantiles" or (col.dp_step == "privtree" and col.adaptive):
+            delta = delta if col.heavy_threshold else 0.0
+            if col.heavy_threshold and not delta > 0:
+                self.warnings_.append(
+                    f"column {col.name!r}: no heavy-value search (it spends part of delta, and none is "
+                    "reserved: give epsilon and delta, not rho, or set \"heavy_values\": false)")
+            return _adaptive_codec(session, col, rho, rho_model, len(self.schema), delta)
+        if col.dp_step == "privtree":
+            edges = privtree_edges(session, col.name, col, rho)
+            return ColumnCodec(col, edges=edges, atoms=_dense_atoms(col, edges, atoms), rho=rho)
+        return ColumnCodec(col, edges=uniform_edges(col), atoms=atoms)
+
+    def _categorical_codec(self, session, col: ColumnSpec, rho: float, protected) -> ColumnCodec:
+        """A categorical/boolean column's codes: every value its own, or rare ones merged (DP)."""
+        k = col.base_size
+        group = np.array([], dtype=np.int64)
+        if col.dp_step == "merge":
+            group = rare_categories(session, col.name, k, rho, threshold=self.rare_threshold,
+                                    what=f"rare-category counts {col.name}")
+            # a category a rule names keeps its own code (public: the rule), so the rule is decided
+            group = np.setdiff1d(group, sorted(protected))
+        in_group = np.zeros(k, dtype=bool)
+        in_group[group] = True
+        kept = np.flatnonzero(~in_group)
+        base_to_code = np.full(k, len(kept), dtype=np.int64)
+        base_to_code[kept] = np.arange(len(kept))
+        return ColumnCodec(col, kept=kept, group=group, base_to_code=base_to_code, rho=rho if col.dp_step else 0.0)
+
+    def _warn_fine_columns(self, codecs: list[ColumnCodec], rows: float, rho_model: float) -> None:
+        """Warn about columns with more codes than a 2-way marginal resolves (post-processing: free)."""
+        self.rows_estimate_ = rows
+        self.resolution_bins_ = resolution_bins(rows, len(self.schema), rho_model)
+        b = self.resolution_bins_
+        for c in codecs:
+            if c.n_main > 2 * b and not (c.spec.dp_step in ("privtree", "quantiles") and c.spec.adaptive):
+                self.warnings_.append(
+                    f"column {c.spec.name!r} has {c.n_main} codes, but with about {rows:.0f} "
+                    f"rows and this budget a 2-way marginal resolves about {b:.0f} per column: its "
+                    f"marginals will be mostly noise ({_fewer_codes_hint(c.spec)})")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "codecs_"):
