@@ -97,6 +97,110 @@ def _attack(real, synth, test, seed: int, risk: dict | None) -> dict:
     return res
 
 
+def _check_options(domain, schema, task, target, test, attack, output) -> tuple[str, Path]:
+    """The option combinations refused before anything is read; (output suffix, JSON path)."""
+    if (domain is None) == (schema is None):
+        raise ValueError("give either --domain DOMAIN.json (integer-coded tables) or --schema SCHEMA.json "
+                         "(raw tables)")
+    if task not in TASKS:
+        raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
+    if target is not None and test is None:
+        raise ValueError("--target needs --test (ML efficacy trains on SYNTH and tests on --test)")
+    if test is not None and target is None and not attack:
+        raise ValueError("--test needs --target (ML efficacy) or --attack (a membership attack)")
+    suffix = output.name.lower()
+    if not suffix.endswith((".html", ".htm", ".json")):
+        raise ValueError(f"{output}: --output must end in .html or .json")
+    if not suffix.endswith(".json") and importlib.util.find_spec("matplotlib") is None:
+        err.print("note: matplotlib is not installed, so the HTML report has tables and verdicts but no plots "
+                  "(pip install 'privmarg[plots]')", highlight=False)
+    return suffix, output if suffix.endswith(".json") else output.with_suffix(".json")
+
+
+def _load_table(path: Path, what: str, encoder, dom, drop_unknown: bool, frames: dict | None,
+                clipped: dict[str, dict[str, int]]):
+    """One table as codes: through the schema's public encoding (values outside the bounds clipped,
+    and said so) or over the domain; the raw frame kept in ``frames`` when given."""
+    from ..data import DataError, Dataset, read_table
+
+    try:
+        frame = read_table(path)
+        if frames is not None:
+            frames[what] = frame
+        if encoder is None:
+            return Dataset.from_frame(frame, dom, drop_unknown=drop_unknown)
+        n_out: dict[str, int] = {}
+        coded = encoder.encode(frame, clipped=n_out)
+        if n_out:  # encoding clips them to the bounds: say so, a broken table should show
+            clipped[what] = n_out
+            err.print(f"warning: {what} table: values outside the schema's bounds, clipped: "
+                      + ", ".join(f"{c} {n}" for c, n in n_out.items()), highlight=False)
+        return coded
+    except DataError as e:
+        msg = str(e)
+        raise DataError(msg if str(path) in msg else f"{what} table {path}: {msg}") from None
+
+
+def _add_extras(result: dict, real_d, synth_d, test_d, seed: int, info: dict, *, attack: bool, encoder, frames,
+                rules, use_sdmetrics: bool, schema, clipped) -> None:
+    """What goes into the report beside the metrics: the attack, the schema's rules, sdmetrics, the
+    run's facts and bounds, clipped values."""
+    run, run_bounds, bounds_note = info.get("run"), info.get("bounds"), info.get("note")
+    if attack:
+        result["membership_attack"] = _attack(real_d, synth_d, test_d, seed, info.get("risk"))
+    if rules:  # records breaking the schema's rules, in each table
+        result["rule_violations"] = {"rules": [r.text for r in rules],
+                                     **{k: encoder.rule_violations(frames[k]) for k in ("real", "synthetic")}}
+    if use_sdmetrics:
+        from ..evaluation.quality import sdmetrics_quality
+
+        try:
+            with err.status("sdmetrics QualityReport..."):
+                result["sdmetrics"] = sdmetrics_quality(frames["real"], frames["synthetic"], schema)
+        except Exception as e:  # a third-party report must not lose ours
+            err.print(f"warning: sdmetrics QualityReport failed, left out: {one_line(e)}", highlight=False)
+    if run:
+        result["run"] = run
+    if info.get("risk"):
+        result["privacy_risk"] = info["risk"]
+    if run_bounds:  # the run released bounds on its own error: show them against the truth
+        from ..evaluation.report import check_error_bounds
+
+        result["error_bounds"] = check_error_bounds(real_d, synth_d, run_bounds)
+    if clipped:
+        result["clipped_values"] = clipped
+    if bounds_note:
+        result["error_bounds_note"] = bounds_note
+        err.print(bounds_note, highlight=False)
+
+
+def _grid(schema: Path | None, domain: Path | None, drop_unknown: bool):
+    """(raw schema or None, encoder or None, domain) of the evaluation: the schema's public encoding
+    (evaluation reads the real table directly, being for the curator, not for release, so the grid
+    must not depend on it), or the domain file."""
+    from ..core import Domain
+    from ..preprocess import TableEncoder
+    from ..schema import Schema
+
+    if schema is None:
+        return None, None, Domain.from_json(domain)
+    sch_raw = Schema.load(schema)
+    encoder = TableEncoder(sch_raw.public_encoding(), drop_unknown=drop_unknown).fit()
+    return sch_raw, encoder, encoder.domain
+
+
+def _run_info(run_report: Path | None, sch_raw, dom) -> dict:
+    """The run report's facts, its error bounds checked against the columns."""
+    if run_report is None:
+        return {}
+    info = _read_run_report(run_report, dp_grid=sch_raw is not None and sch_raw.needs_dp)
+    for b in info.get("bounds") or []:
+        if not set(b["attrs"]) <= set(dom.attrs):
+            raise ValueError(f"--run-report: error bound on {b['attrs']} names columns the "
+                             + ("schema" if sch_raw is not None else "domain") + " does not have")
+    return info
+
+
 def evaluate_cmd(
     real: Path = typer.Argument(..., help="the real (training) table: CSV or Parquet, integer codes (--domain) "
                                           "or raw values (--schema)"),
@@ -133,49 +237,20 @@ def evaluate_cmd(
                                         "(pip install 'privmarg[sdv]')"),
 ) -> None:
     """Compare SYNTH with REAL: every metric, JSON and a self-contained HTML report with plots."""
-    from ..data import DataError, Dataset, read_table
-    from ..core import Domain
-    from ..io import json_writer, publish, text_writer
-    from ..preprocess import TableEncoder
-    from ..schema import Schema
+    from ..data import DataError
     from ..evaluation.report import ALL_METRICS, evaluate, render_html
 
     t0 = time.perf_counter()
     try:
-        if (domain is None) == (schema is None):
-            raise ValueError("give either --domain DOMAIN.json (integer-coded tables) or --schema SCHEMA.json "
-                             "(raw tables)")
-        if task not in TASKS:
-            raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
-        if target is not None and test is None:
-            raise ValueError("--target needs --test (ML efficacy trains on SYNTH and tests on --test)")
-        if test is not None and target is None and not attack:
-            raise ValueError("--test needs --target (ML efficacy) or --attack (a membership attack)")
-        suffix = output.name.lower()
-        if not suffix.endswith((".html", ".htm", ".json")):
-            raise ValueError(f"{output}: --output must end in .html or .json")
-        json_path = output if suffix.endswith(".json") else output.with_suffix(".json")
+        suffix, json_path = _check_options(domain, schema, task, target, test, attack, output)
         check_outputs({"--output": output, "--output's JSON": None if json_path == output else json_path},
                       {"REAL": real, "SYNTH": synth, "--domain": domain, "--schema": schema, "--test": test,
                        "--run-report": run_report})
-        if not suffix.endswith(".json") and importlib.util.find_spec("matplotlib") is None:
-            err.print("note: matplotlib is not installed, so the HTML report has tables and verdicts but no plots "
-                      "(pip install 'privmarg[plots]')", highlight=False)
         wanted = _csv(metrics)
-        if wanted is not None:
-            bad = set(wanted) - set(ALL_METRICS)
-            if bad:
-                raise ValueError(f"unknown metric(s) {sorted(bad)}: choose from {', '.join(ALL_METRICS)}")
-        encoder = None
-        if schema is not None:
-            # evaluation reads the real table directly (the report is for the curator, not for
-            # release), so the grid must not depend on it: the schema's public encoding
-            sch_raw = Schema.load(schema)
-            sch = sch_raw.public_encoding()
-            encoder = TableEncoder(sch, drop_unknown=drop_unknown).fit()
-            dom = encoder.domain
-        else:
-            dom = Domain.from_json(domain)
+        if wanted is not None and set(wanted) - set(ALL_METRICS):
+            raise ValueError(f"unknown metric(s) {sorted(set(wanted) - set(ALL_METRICS))}: choose from "
+                             f"{', '.join(ALL_METRICS)}")
+        sch_raw, encoder, dom = _grid(schema, domain, drop_unknown)
         if attack and test is None:
             raise UsageProblem("--attack needs --test: records held out of the run (the attack's non-members)")
         if target is not None and target not in dom:
@@ -183,51 +258,21 @@ def evaluate_cmd(
         num = _csv(numeric)
         if num is None:  # with a schema, range queries go to its numeric columns by default
             # (not columns with a missing code: it sits after the top bin, not on the number line)
-            num = [c.name for c in sch if c.numeric and not c.missing] if encoder is not None else []
+            num = [c.name for c in encoder.schema if c.numeric and not c.missing] if encoder is not None else []
         dom.canonical(num)
         models = _csv(ml_models) or []
         from ..evaluation.ml import available_models
 
         available_models(models)  # unknown names fail here, before any work
-        info = (_read_run_report(run_report, dp_grid=encoder is not None and sch_raw.needs_dp)
-                if run_report is not None else {})
-        run, run_bounds, bounds_note = info.get("run"), info.get("bounds"), info.get("note")
-        for b in run_bounds or []:
-            if not set(b["attrs"]) <= set(dom.attrs):
-                raise ValueError(f"--run-report: error bound on {b['attrs']} names columns the "
-                                 + ("schema" if schema else "domain") + " does not have")
-        clipped: dict[str, dict[str, int]] = {}
+        info = _run_info(run_report, sch_raw, dom)
         from ..evaluation.quality import sdmetrics_available
 
-        frames: dict[str, Any] = {}  # the raw tables, for sdmetrics and the schema's rules
         use_sdmetrics = sdmetrics and sdmetrics_available()
         rules = encoder is not None and bool(sch_raw.rules)
-        keep_frames = use_sdmetrics or rules
-
-        def load(path: Path, what: str) -> Dataset:
-            try:
-                if encoder is not None:
-                    n_out: dict[str, int] = {}
-                    frame = read_table(path)
-                    if keep_frames:
-                        frames[what] = frame
-                    coded = encoder.encode(frame, clipped=n_out)
-                    if n_out:  # encoding clips them to the bounds: say so, a broken table should show
-                        clipped[what] = n_out
-                        err.print(f"warning: {what} table: values outside the schema's bounds, clipped: "
-                                  + ", ".join(f"{c} {n}" for c, n in n_out.items()), highlight=False)
-                    return coded
-                frame = read_table(path)
-                if keep_frames:
-                    frames[what] = frame
-                return Dataset.from_frame(frame, dom, drop_unknown=drop_unknown)
-            except DataError as e:
-                msg = str(e)
-                raise DataError(msg if str(path) in msg else f"{what} table {path}: {msg}") from None
-
-        real_d = load(real, "real")
-        synth_d = load(synth, "synthetic")
-        test_d = load(test, "test") if test is not None else None
+        clipped: dict[str, dict[str, int]] = {}
+        frames: dict[str, Any] | None = {} if use_sdmetrics or rules else None  # raw tables: sdmetrics, rules
+        real_d, synth_d, test_d = (None if p is None else _load_table(p, w, encoder, dom, drop_unknown, frames, clipped)
+                                   for p, w in ((real, "real"), (synth, "synthetic"), (test, "test")))
         if attack and len(test_d) < 20:
             raise UsageProblem(f"--attack needs at least 20 held-out records in --test, got {len(test_d)}")
     except (UsageProblem, ValueError, KeyError, DataError, OSError) as e:
@@ -236,38 +281,14 @@ def evaluate_cmd(
     with err.status("computing metrics..."):
         result = evaluate(real_d, synth_d, test=test_d, target=target, metrics=wanted, seed=seed, numeric=num,
                           ml_models=models, ml_task=task, baseline=baseline)
-    if attack:
-        result["membership_attack"] = _attack(real_d, synth_d, test_d, seed, info.get("risk"))
-    if rules:  # records breaking the schema's rules, in each table
-        result["rule_violations"] = {"rules": [r.text for r in sch_raw.rules],
-                                     **{k: encoder.rule_violations(frames[k]) for k in ("real", "synthetic")}}
-    if use_sdmetrics:
-        from ..evaluation.quality import sdmetrics_quality
-
-        try:
-            with err.status("sdmetrics QualityReport..."):
-                result["sdmetrics"] = sdmetrics_quality(frames["real"], frames["synthetic"],
-                                                        sch_raw if schema is not None else None)
-        except Exception as e:  # a third-party report must not lose ours
-            err.print(f"warning: sdmetrics QualityReport failed, left out: {one_line(e)}", highlight=False)
-    if run:
-        result["run"] = run
-    if info.get("risk"):
-        result["privacy_risk"] = info["risk"]
-    if run_bounds:  # the run released bounds on its own error: show them against the truth
-        from ..evaluation.report import check_error_bounds
-
-        result["error_bounds"] = check_error_bounds(real_d, synth_d, run_bounds)
-    if clipped:
-        result["clipped_values"] = clipped
-    if bounds_note:
-        result["error_bounds_note"] = bounds_note
-        err.print(bounds_note, highlight=False)
+    _add_extras(result, real_d, synth_d, test_d, seed, info, attack=attack, encoder=encoder, frames=frames,
+                rules=sch_raw.rules if rules else (), use_sdmetrics=use_sdmetrics,
+                schema=sch_raw if schema is not None else None, clipped=clipped)
     result["sources"] = {"real": str(real), "synthetic": str(synth),
                          **({"schema": str(schema)} if schema is not None else {"domain": str(domain)}),
                          **({"test": str(test), "target": target} if test is not None else {})}
     result["evaluation_seconds"] = time.perf_counter() - t0
-    files = [(json_path, json_writer(result))]
+    page = None
     if not suffix.endswith(".json"):
         with err.status("drawing plots..."):
             from ..evaluation.labels import code_labels
@@ -275,9 +296,16 @@ def evaluate_cmd(
             page = render_html(result, real_d, synth_d, title=title or f"{synth.name} vs {real.name}",
                                sources=result["sources"], labels=code_labels(encoder) if encoder else None,
                                measured=info.get("measured"), budget=info.get("budget"), risk=info.get("risk"))
-        files.insert(0, (output, text_writer(page)))
+    _publish_report(result, page, output, json_path)
+
+
+def _publish_report(result: dict, page: str | None, output: Path, json_path: Path) -> None:
+    """The page and its JSON together, or neither; then the headline metrics and verdicts."""
+    from ..io import json_writer, publish, text_writer
+
+    files = ([(output, text_writer(page))] if page is not None else []) + [(json_path, json_writer(result))]
     try:
-        publish(files)  # the page and its JSON together, or neither
+        publish(files)
     except OSError as e:
         fail(one_line(e))
     shown = {k: result[k] for k in ("tv_2way", "sw1_2way", "workload_error_3way", "covariance_error") if k in result}
@@ -285,7 +313,6 @@ def evaluate_cmd(
     for line in result.get("verdicts") or []:
         err.print(f"note: {line}", highlight=False, soft_wrap=True)
     err.print(f"wrote {output}" + ("" if json_path == output else f" and {json_path}"))
-
 
 def register(app) -> None:
     app.command("evaluate")(evaluate_cmd)
