@@ -78,55 +78,13 @@ def synth(
             raise UsageProblem(f"--backend {backend} reads integer codes: use it with --domain")
         if spark_master is not None and backend != "spark":
             raise UsageProblem("--spark-master is for --backend spark")
-        if schema is not None:
-            from ..preprocess import TableEncoder
-
-            sch = Schema.load(schema)
-            if not allow_draft_schema:
-                sch.check_not_draft()
-            dom = sch.max_domain()  # column names for checking the workload; sizes are fixed by fit
-            data = read_table(input)
-            TableEncoder(sch, drop_unknown=drop_unknown).validate(data)  # bad input: fail before any budget
-        elif backend != "memory":
-            dom = Domain.from_json(domain)
-            data = _sql_source(backend, location, dom, drop_unknown, spark_master)
-        else:
-            dom = Domain.from_json(domain)
-            data = Dataset.from_frame(read_table(input), dom, drop_unknown=drop_unknown)
-        if zeros is not None and schema is not None:  # raw values: checked against the schema now
-            import json
-
-            zero_list = strict_json.loads(Path(zeros).read_text())
-            TableEncoder(sch, drop_unknown=drop_unknown).check_zeros(zero_list)
-        else:
-            zero_list = load_zeros(zeros, dom) if zeros is not None else None
+        sch, dom, data, zero_list, public_data = _read_inputs(input, location, schema, domain, zeros, public,
+                                                              backend, drop_unknown, spark_master, allow_draft_schema)
         if needs_public != (public is not None):
             raise UsageProblem(f"--method {method_l} needs --public PUBLIC.csv" if public is None
                                else f"--public is not used by --method {method_l}")
-        public_data = None
-        if public is not None:
-            if schema is not None:
-                public_data = read_table(public)
-                TableEncoder(sch, drop_unknown=True).validate(public_data)
-            else:
-                public_data = Dataset.from_frame(read_table(public), dom, drop_unknown=drop_unknown)
-        if noise not in ("continuous", "discrete"):
-            raise UsageProblem(f"--noise must be continuous or discrete, got {noise!r}")
-        kw: dict = {"seed": seed, "neighbour": neighbour, "noise": noise}
-        if generator is not None:
-            kw["generator"] = generator.lower()
-        if "workload" in registry.entry("preset", method_l).flags:
-            parse_workload(workload, dom)  # fail before any budget is spent
-            kw["workload"] = workload
-        if registry.accepts(method_l, "max_model_size"):
-            kw["max_model_size"] = max_model_size
-        mech = registry.make_preset(method_l, epsilon, delta, **kw)
-        # size guards, as a schema's: every marginal the method may count or model must fit
-        if getattr(mech.selector, "reads_records", False):  # DP-MERF, DP-TabDDPM: sums over records
-            if backend == "duckdb":
-                raise UsageProblem(f"--method {method_l} reads whole records: use --backend memory")
-        else:
-            check_marginal_sizes(dom, mech.selector.supporting_cliques(dom), MAX_MARGINAL_CELLS)
+        mech = _make_method(method_l, epsilon, delta, dom, backend=backend, seed=seed, neighbour=neighbour,
+                            noise=noise, generator=generator, workload=workload, max_model_size=max_model_size)
         if rows is not None:
             check_rows_memory(rows, len(dom), "--rows")
         if save_model is not None:
@@ -137,11 +95,7 @@ def synth(
     except (UsageProblem, DataError, ValueError, KeyError, FileNotFoundError, OSError) as e:
         fail(one_line(e))
 
-    for line in budget_warnings(epsilon, delta):
-        err.print(line, highlight=False, soft_wrap=True)
-    if seed is not None:
-        err.print("warning: --seed makes the noise reproducible: whoever knows the seed can recompute "
-                  "and remove it. Use it for tests and benchmarks, not for a release.", highlight=False, soft_wrap=True)
+    _warn_before_spending(epsilon, delta, seed)
     try:
         with budget_progress(method_l) as progress:
             extra = {} if public_data is None else {"public": public_data}
@@ -151,17 +105,10 @@ def synth(
             else:
                 mech.fit(data, progress=progress, zeros=zero_list, **extra)
             progress(1.0, 1.0, "sampling")
-            if rows is None:  # a noisy N under add/remove: guard it before allocating
-                try:
-                    n = mech.default_rows()
-                except (OverflowError, ValueError):
-                    raise UsageProblem("the model's noisy row count is not a usable number: "
-                                       "give --rows (or a larger --epsilon)") from None
-                check_rows_memory(n, len(mech.domain_), "the model's noisy row count")
-            synthetic = mech.sample(rows)
+            synthetic = _sample(mech, rows)
         files = [(output, table_writer(synthetic, output))]
         enc = getattr(mech, "encoder_", None)
-        for note in (getattr(enc, "warnings_", []) + getattr(enc, "zero_notes_", [])) if enc is not None else []:
+        for note in [*getattr(enc, "warnings_", []), *getattr(enc, "zero_notes_", [])]:
             err.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
         if report is not None:
             files.append((report, json_writer(build_report(mech, method_l, len(synthetic)))))
@@ -175,7 +122,91 @@ def synth(
         raise typer.Exit(130)
     except (UsageProblem, BudgetExceededError, DataError, ValueError, KeyError, OSError) as e:
         fail(one_line(e))
-    err.print(f"wrote {len(synthetic)} rows to {output}" + (f", report to {report}" if report else "")
+    _print_summary(mech, len(synthetic), output, report, save_model, t0)
+
+def _warn_before_spending(epsilon, delta, seed) -> None:
+    for line in budget_warnings(epsilon, delta):
+        err.print(line, highlight=False, soft_wrap=True)
+    if seed is not None:
+        err.print("warning: --seed makes the noise reproducible: whoever knows the seed can recompute "
+                  "and remove it. Use it for tests and benchmarks, not for a release.", highlight=False, soft_wrap=True)
+
+
+def _make_method(method_l: str, epsilon, delta, dom, *, backend: str, seed, neighbour, noise: str, generator,
+                 workload: str, max_model_size: float):
+    """The preset the options ask for, with its workload parsed and every marginal it may count or
+    model checked against memory (before any budget is spent)."""
+    if noise not in ("continuous", "discrete"):
+        raise UsageProblem(f"--noise must be continuous or discrete, got {noise!r}")
+    kw: dict = {"seed": seed, "neighbour": neighbour, "noise": noise}
+    if generator is not None:
+        kw["generator"] = generator.lower()
+    if "workload" in registry.entry("preset", method_l).flags:
+        parse_workload(workload, dom)  # fail before any budget is spent
+        kw["workload"] = workload
+    if registry.accepts(method_l, "max_model_size"):
+        kw["max_model_size"] = max_model_size
+    mech = registry.make_preset(method_l, epsilon, delta, **kw)
+    # size guards, as a schema's: every marginal the method may count or model must fit
+    if getattr(mech.selector, "reads_records", False):  # DP-MERF, DP-TabDDPM: sums over records
+        if backend == "duckdb":
+            raise UsageProblem(f"--method {method_l} reads whole records: use --backend memory")
+    else:
+        check_marginal_sizes(dom, mech.selector.supporting_cliques(dom), MAX_MARGINAL_CELLS)
+    return mech
+
+
+def _sample(mech, rows: int | None):
+    """``rows`` records, or the model's noisy row count (guarded before allocating)."""
+    if rows is None:  # a noisy N under add/remove
+        try:
+            n = mech.default_rows()
+        except (OverflowError, ValueError):
+            raise UsageProblem("the model's noisy row count is not a usable number: "
+                               "give --rows (or a larger --epsilon)") from None
+        check_rows_memory(n, len(mech.domain_), "the model's noisy row count")
+    return mech.sample(rows)
+
+
+def _read_inputs(input, location: str, schema, domain, zeros, public, backend: str, drop_unknown: bool,
+                 spark_master, allow_draft_schema: bool):
+    """(schema or None, domain, data, zeros, public data): everything read and checked before any
+    budget is spent (a raw table against its schema, codes against the domain, zeros and the public
+    table against either)."""
+    sch = None
+    if schema is not None:
+        from ..preprocess import TableEncoder
+
+        sch = Schema.load(schema)
+        if not allow_draft_schema:
+            sch.check_not_draft()
+        dom = sch.max_domain()  # column names for checking the workload; sizes are fixed by fit
+        data = read_table(input)
+        TableEncoder(sch, drop_unknown=drop_unknown).validate(data)  # bad input: fail before any budget
+    elif backend != "memory":
+        dom = Domain.from_json(domain)
+        data = _sql_source(backend, location, dom, drop_unknown, spark_master)  # a URL stays a string
+    else:
+        dom = Domain.from_json(domain)
+        data = Dataset.from_frame(read_table(input), dom, drop_unknown=drop_unknown)
+    if zeros is not None and sch is not None:  # raw values: checked against the schema now
+        zero_list = strict_json.loads(Path(zeros).read_text())
+        TableEncoder(sch, drop_unknown=drop_unknown).check_zeros(zero_list)
+    else:
+        zero_list = load_zeros(zeros, dom) if zeros is not None else None
+    public_data = None
+    if public is not None:
+        if sch is not None:
+            public_data = read_table(public)
+            TableEncoder(sch, drop_unknown=True).validate(public_data)
+        else:
+            public_data = Dataset.from_frame(read_table(public), dom, drop_unknown=drop_unknown)
+    return sch, dom, data, zero_list, public_data
+
+
+def _print_summary(mech, rows: int, output, report, save_model, t0: float) -> None:
+    """What was written, the time and memory, what privacy was spent and what it means for a person."""
+    err.print(f"wrote {rows} rows to {output}" + (f", report to {report}" if report else "")
               + (f", model to {save_model}" if save_model is not None else "")
               + f" ({time.perf_counter() - t0:.1f} s, fit {mech.fit_seconds_:.1f} s, "
                 f"peak memory {_mb(peak_memory_mb())})", highlight=False, soft_wrap=True)
