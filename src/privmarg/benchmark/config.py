@@ -159,6 +159,54 @@ def _req(d: dict, key: str, where: str):
     return d[key]
 
 
+def _datasets(raw: dict, path: Path, rel) -> list[DatasetSpec]:
+    """The config's ``datasets`` mapping, checked; paths relative to the config's folder."""
+    datasets = []
+    raw_ds = _req(raw, "datasets", str(path))
+    if not isinstance(raw_ds, dict) or not raw_ds:
+        raise ConfigError("datasets: must be a non-empty mapping name -> {data, domain, ...}")
+    for name, spec in raw_ds.items():
+        if not isinstance(spec, dict):
+            raise ConfigError(f"datasets.{name}: must be a mapping")
+        unknown = set(spec) - {"data", "domain", "test", "target", "task", "numeric"}
+        if unknown:
+            raise ConfigError(f"datasets.{name}: unknown key(s) {sorted(unknown)}")
+        task = spec.get("task", "auto")
+        if task not in ("auto", "classification", "regression"):
+            raise ConfigError(f"datasets.{name}.task: auto, classification or regression")
+        datasets.append(DatasetSpec(str(name), rel(_req(spec, "data", f"datasets.{name}")),
+                                    rel(_req(spec, "domain", f"datasets.{name}")), rel(spec.get("test")),
+                                    spec.get("target"), task, list(spec.get("numeric") or [])))
+    return datasets
+
+
+def _methods(raw: dict, path: Path) -> list[MethodSpec]:
+    """The config's ``methods`` (a list of names or a mapping name -> {method, params}), checked."""
+    if "methods" not in raw and "modules" not in raw:
+        raise ConfigError(f"{path}: missing key 'methods' (or 'modules')")
+    raw_m = raw.get("methods") or {}
+    if isinstance(raw_m, list):
+        raw_m = {str(m): {} for m in raw_m}
+    if not isinstance(raw_m, dict) or (not raw_m and "modules" not in raw):
+        raise ConfigError("methods: must be a non-empty list of names or mapping name -> {method, params}")
+    methods = []
+    for name, spec in raw_m.items():
+        spec = spec or {}
+        if not isinstance(spec, dict) or set(spec) - {"method", "params"}:
+            raise ConfigError(f"methods.{name}: expected a mapping with optional 'method' and 'params'")
+        if str(name) == "real":
+            raise ConfigError("methods: 'real' is reserved for the baseline (set baseline: true)")
+        params = spec.get("params") or {}
+        if not isinstance(params, dict):
+            raise ConfigError(f"methods.{name}.params: must be a mapping")
+        target = str(spec.get("method", name))
+        if ":" not in target and target.lower() not in METHODS:  # a typo: never skip it silently
+            raise ConfigError(f"methods.{name}: unknown method {target!r}: choose one of "
+                              f"{', '.join(m for m in METHODS if m != 'real')} or give method: module:Class")
+        methods.append(MethodSpec(str(name), target, dict(params)))
+    return methods
+
+
 def load_config(path: str | Path) -> BenchConfig:
     """Read and validate a benchmark YAML config (see the module docstring)."""
     try:
@@ -182,45 +230,9 @@ def load_config(path: str | Path) -> BenchConfig:
         p = Path(str(p)).expanduser()
         return str(p if p.is_absolute() else (base / p))
 
-    datasets = []
-    raw_ds = _req(raw, "datasets", str(path))
-    if not isinstance(raw_ds, dict) or not raw_ds:
-        raise ConfigError("datasets: must be a non-empty mapping name -> {data, domain, ...}")
-    for name, spec in raw_ds.items():
-        if not isinstance(spec, dict):
-            raise ConfigError(f"datasets.{name}: must be a mapping")
-        unknown = set(spec) - {"data", "domain", "test", "target", "task", "numeric"}
-        if unknown:
-            raise ConfigError(f"datasets.{name}: unknown key(s) {sorted(unknown)}")
-        task = spec.get("task", "auto")
-        if task not in ("auto", "classification", "regression"):
-            raise ConfigError(f"datasets.{name}.task: auto, classification or regression")
-        datasets.append(DatasetSpec(str(name), rel(_req(spec, "data", f"datasets.{name}")),
-                                    rel(_req(spec, "domain", f"datasets.{name}")), rel(spec.get("test")),
-                                    spec.get("target"), task, list(spec.get("numeric") or [])))
+    datasets = _datasets(raw, path, rel)
 
-    if "methods" not in raw and "modules" not in raw:
-        raise ConfigError(f"{path}: missing key 'methods' (or 'modules')")
-    raw_m = raw.get("methods") or {}
-    if isinstance(raw_m, list):
-        raw_m = {str(m): {} for m in raw_m}
-    if not isinstance(raw_m, dict) or (not raw_m and "modules" not in raw):
-        raise ConfigError("methods: must be a non-empty list of names or mapping name -> {method, params}")
-    methods = []
-    for name, spec in raw_m.items():
-        spec = spec or {}
-        if not isinstance(spec, dict) or set(spec) - {"method", "params"}:
-            raise ConfigError(f"methods.{name}: expected a mapping with optional 'method' and 'params'")
-        if str(name) == "real":
-            raise ConfigError("methods: 'real' is reserved for the baseline (set baseline: true)")
-        params = spec.get("params") or {}
-        if not isinstance(params, dict):
-            raise ConfigError(f"methods.{name}.params: must be a mapping")
-        target = str(spec.get("method", name))
-        if ":" not in target and target.lower() not in METHODS:  # a typo: never skip it silently
-            raise ConfigError(f"methods.{name}: unknown method {target!r}: choose one of "
-                              f"{', '.join(m for m in METHODS if m != 'real')} or give method: module:Class")
-        methods.append(MethodSpec(str(name), target, dict(params)))
+    methods = _methods(raw, path)
 
     notes: list[str] = []
     if "modules" in raw:
