@@ -426,3 +426,21 @@ def test_html_report_without_matplotlib_has_tables_and_says_how_to_get_plots(mon
     real, syn = (Dataset(rng.integers(0, [3, 2], size=(100, 2)), dom) for _ in range(2))
     page = render_html(evaluate(real, syn, metrics=["tv_2way"]), real, syn)
     assert "<h2>Metrics</h2>" in page and "<img" not in page and "privmarg[plots]" in page
+
+
+def test_quantile_shares_show_a_skewed_column_and_its_point_mass():
+    """Numeric 1-way plots use the real values' quantiles: a log-normal column fills every bin about
+    equally (on the public bounds' uniform grid it sits in one or two bars), a point mass at 0 is one
+    bin, and a synthetic copy of the real values gets the same shares."""
+    from privmarg.evaluation.report import quantile_shares
+
+    rng = np.random.default_rng(0)
+    real = np.r_[np.zeros(3000), rng.lognormal(8, 1.5, 7000), [np.nan] * 50]
+    edges, p, q = quantile_shares(real, real.copy())
+    assert np.allclose(p, q) and p.sum() == pytest.approx(1.0)
+    assert edges[0] == 0 and (edges[1:] > 0).all()  # the zeros are one bin
+    assert p[0] == pytest.approx(0.3, abs=0.01) and p[1:].max() < 0.07
+    uniform = np.histogram(real[np.isfinite(real)], bins=20, range=(0, 500000))[0] / 10000
+    assert uniform.max() > 0.9  # what the public grid would show
+    _, _, q2 = quantile_shares(real, rng.lognormal(8, 1.5, 5000))
+    assert q2[0] == 0 and q2[1:].sum() == pytest.approx(1.0)

@@ -201,6 +201,18 @@ def _run_info(run_report: Path | None, sch_raw, dom) -> dict:
     return info
 
 
+def _numeric_values(encoder, frames: dict | None) -> dict | None:
+    """Raw (real, synthetic) values of the schema's integer and float columns, for the 1-way plots."""
+    if encoder is None or not frames:
+        return None
+    import pandas as pd
+
+    return {c.name: tuple(pd.to_numeric(frames[k][c.name], errors="coerce").to_numpy(dtype=float)
+                          for k in ("real", "synthetic"))
+            for c in encoder.schema if c.type in ("integer", "float") and c.name in frames["real"]
+            and c.name in frames["synthetic"]}
+
+
 def evaluate_cmd(
     real: Path = typer.Argument(..., help="the real (training) table: CSV or Parquet, integer codes (--domain) "
                                           "or raw values (--schema)"),
@@ -270,7 +282,8 @@ def evaluate_cmd(
         use_sdmetrics = sdmetrics and sdmetrics_available()
         rules = encoder is not None and bool(sch_raw.rules)
         clipped: dict[str, dict[str, int]] = {}
-        frames: dict[str, Any] | None = {} if use_sdmetrics or rules else None  # raw tables: sdmetrics, rules
+        html_numeric = not suffix.endswith(".json") and encoder is not None  # 1-way plots on raw quantiles
+        frames: dict[str, Any] | None = {} if use_sdmetrics or rules or html_numeric else None
         real_d, synth_d, test_d = (None if p is None else _load_table(p, w, encoder, dom, drop_unknown, frames, clipped)
                                    for p, w in ((real, "real"), (synth, "synthetic"), (test, "test")))
         if attack and len(test_d) < 20:
@@ -295,7 +308,8 @@ def evaluate_cmd(
 
             page = render_html(result, real_d, synth_d, title=title or f"{synth.name} vs {real.name}",
                                sources=result["sources"], labels=code_labels(encoder) if encoder else None,
-                               measured=info.get("measured"), budget=info.get("budget"), risk=info.get("risk"))
+                               measured=info.get("measured"), budget=info.get("budget"), risk=info.get("risk"),
+                               values=_numeric_values(encoder, frames))
     _publish_report(result, page, output, json_path)
 
 

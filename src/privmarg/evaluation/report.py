@@ -195,10 +195,35 @@ def _ticks(ax, axis: str, labels: list[str] | None, k: int, limit: int = 24) -> 
         ax.set_yticklabels(names, fontsize=6)
 
 
+QUANTILE_BINS = 20  # numeric columns with raw values are plotted on this many real-data quantile bins
+
+
+def quantile_shares(real: np.ndarray, synthetic: np.ndarray, bins: int = QUANTILE_BINS
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(edges, real shares, synthetic shares) of a numeric column on the real values' quantiles
+    (missing values left out; equal quantiles merged, so a point mass is one bin): a skewed column
+    shows its shape instead of one or two bars of the public bounds' grid."""
+    r = real[np.isfinite(real)]
+    s = synthetic[np.isfinite(synthetic)]
+    if r.size == 0:
+        return np.array([0.0, 1.0]), np.zeros(1), np.zeros(1)
+    edges = np.unique(np.quantile(r, np.linspace(0, 1, bins + 1)))
+    if edges.size < 2:
+        edges = np.array([edges[0], edges[0] + 1.0])
+    inner = edges[1:-1]
+    p = np.bincount(np.searchsorted(inner, r, side="right"), minlength=edges.size - 1) / max(r.size, 1)
+    q = np.bincount(np.searchsorted(inner, np.clip(s, edges[0], edges[-1]), side="right"),
+                    minlength=edges.size - 1) / max(s.size, 1)
+    return edges, p, q
+
+
 def plot_1way(real: Dataset, synthetic: Dataset, tv: dict[str, float], ncols: int = 4,
-              labels: dict[str, list[str]] | None = None, measured: set | None = None):
+              labels: dict[str, list[str]] | None = None, measured: set | None = None,
+              values: dict[str, tuple[np.ndarray, np.ndarray]] | None = None):
     """Real vs synthetic 1-way distributions, one panel per column; ``labels`` names the codes,
-    ``measured`` (column names) marks the columns a released measurement covers."""
+    ``measured`` (column names) marks the columns a released measurement covers; ``values``: raw
+    (real, synthetic) values of numeric columns, plotted on the real values' quantile bins
+    (:func:`quantile_shares`) instead of the codes."""
     plt = _plt()
     dom = real.domain
     d = len(dom)
@@ -206,6 +231,21 @@ def plot_1way(real: Dataset, synthetic: Dataset, tv: dict[str, float], ncols: in
     fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 2.6 * nrows), squeeze=False)
     for i, a in enumerate(dom.attrs):
         ax = axes[i // ncols][i % ncols]
+        mark = "" if measured is None else ("  measured" if a in measured else "  not measured")
+        if values and a in values:
+            edges, p, q = quantile_shares(*values[a])
+            x = np.arange(len(p))
+            ax.bar(x - 0.2, p, 0.4, color=REAL_C, label="real")
+            ax.bar(x + 0.2, q, 0.4, color=SYN_C, label="synthetic")
+            ax.set_title(f"{a}  (TV {tv.get(a, float('nan')):.3f}){mark}\non the real values' quantiles", fontsize=8)
+            step = max(1, len(x) // 5)
+            ax.set_xticks(x[::step])
+            ax.set_xticklabels([f"{e:.3g}" for e in edges[:-1][::step]], fontsize=7, rotation=30)
+            ax.tick_params(labelsize=7)
+            ax.set_ylabel("share of rows", fontsize=7)
+            if i == 0:
+                ax.legend(fontsize=7)
+            continue
         k = dom.shape[i]
         p = np.bincount(real.codes[:, i], minlength=k) / len(real)
         q = np.bincount(synthetic.codes[:, i], minlength=k) / len(synthetic)
@@ -216,7 +256,6 @@ def plot_1way(real: Dataset, synthetic: Dataset, tv: dict[str, float], ncols: in
         else:
             ax.step(x, p, where="mid", color=REAL_C, label="real")
             ax.step(x, q, where="mid", color=SYN_C, label="synthetic", alpha=0.8)
-        mark = "" if measured is None else ("  measured" if a in measured else "  not measured")
         ax.set_title(f"{a}  (TV {tv.get(a, float('nan')):.3f}){mark}", fontsize=9)
         ax.tick_params(labelsize=7)
         ax.set_ylabel("share of rows", fontsize=7)
@@ -412,14 +451,16 @@ def _risk_html(risk: dict) -> str:
 def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str = "Synthetic data report",
                 sources: dict | None = None, labels: dict[str, list[str]] | None = None,
                 measured: Sequence[Sequence[str]] | None = None, budget: dict[str, float] | None = None,
-                notes: Sequence[str] = (), risk: dict | None = None) -> str:
+                notes: Sequence[str] = (), risk: dict | None = None,
+                values: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> str:
     """A self-contained HTML page for a result of :func:`evaluate` (plots as base64 PNG).
 
     ``labels``: per column, a name per code (:func:`~privmarg.evaluation.labels.code_labels`) for
     the axes; ``measured``: the cliques the run measured (marked on the plots); ``budget``: ρ by
     phase (:func:`budget_by_phase`); ``notes``: lines shown under "Notes" (clipping, bounds);
-    ``risk``: the run's risk panel (``privacy_report()["risk"]``, :mod:`privmarg.privacy.risk`).
-    Without matplotlib (the core install) the page has every table and no plots.
+    ``risk``: the run's risk panel (``privacy_report()["risk"]``, :mod:`privmarg.privacy.risk`);
+    ``values``: raw (real, synthetic) values of numeric columns for their 1-way plots
+    (:func:`plot_1way`). Without matplotlib (the core install) the page has every table and no plots.
     """
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
@@ -438,7 +479,7 @@ def render_html(result: dict, real: Dataset, synthetic: Dataset, *, title: str =
     if importlib.util.find_spec("matplotlib") is None:  # the core install: the page without its plots
         parts.append("<p class='note'>Plots need matplotlib: <code>pip install 'privmarg[plots]'</code>.</p>")
     else:
-        parts.append(_plots_html(result, real, synthetic, labels, measured))
+        parts.append(_plots_html(result, real, synthetic, labels, measured, values))
     parts.append("<p class='note'>Metric definitions: SPEC §2 and §11; lower is better for every error."
                  "</p></body></html>")
     return "".join(parts)
@@ -572,14 +613,15 @@ def _bounds_html(eb: dict | None) -> str:
             f"<td class='num'>{_fmt(eb['unsupported_median_ratio'])}</td></tr></table>")
 
 
-def _plots_html(result: dict, real: Dataset, synthetic: Dataset, labels, measured) -> str:
+def _plots_html(result: dict, real: Dataset, synthetic: Dataset, labels, measured, values=None) -> str:
     eb = result.get("error_bounds")
     figs = [("Error per metric", plot_errors(result))]
     if eb:
         figs.append(("Error bounds vs true errors", plot_error_bounds(eb)))
     covered = None if measured is None else {a for m in measured for a in m}
     figs.append(("Real vs synthetic 1-way distributions",
-                 plot_1way(real, synthetic, result["tv_per_column"], labels=labels, measured=covered)))
+                 plot_1way(real, synthetic, result["tv_per_column"], labels=labels, measured=covered,
+                           values=values)))
     if result.get("worst_2way"):
         figs.append(("Worst 2-way marginals (largest TV)",
                      plot_worst_2way(real, synthetic, result["worst_2way"], labels=labels, measured=measured)))
