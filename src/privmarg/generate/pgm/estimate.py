@@ -504,7 +504,6 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     history = [loss]
     converged = not prob.measured.any()
     it = 0
-    backtracked = False
     alpha = step
     # relative step along the preconditioned direction (1 = a full diagonal Newton step). A warm
     # start resumes at its fit's last one: restarting at 0.5 spent most of a late JAM refit's tries
@@ -522,62 +521,11 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
             phi, mu, loss, grads, xs, alpha, it, converged = _momentum(
                 evaluate, state, alpha, grow, iters, tol, history, callback, 1e-30 * total**2)
         else:
-            alpha /= grow  # md and precond grow the step before each try
-        stalled = 0
-        window = 0  # history index where the current optimiser's convergence window starts
-        for it in range(1, (0 if method == "momentum" else iters) + 1):
-            ok = False
-            if precond:
-                # one try along the preconditioned direction; on failure shrink its step and fall
-                # back to a plain mirror-descent step (a second try costs more than it gains)
-                alpha_p = min(alpha_p * PRECOND_GROW, 1.0)
-                cand = phi - alpha_p * direction(grads, xs)
-                res = mu_c = None  # a rejected try's arrays go back to the pool first
-                res = evaluate(cand, trial=True)
-                if res is not None:
-                    mu_c, loss_c, grads_c, xs_c = res
-                    dec = _dot(grads, xs - xs_c)  # ⟨∇L(μ), μ − μ'⟩ through the measured marginals
-                    ok = dec > 0 and loss - loss_c >= 0.25 * dec
-                if not ok:
-                    alpha_p = max(alpha_p * PRECOND_SHRINK, 1e-3)
-            if not ok:
-                alpha *= grow
-                for _ in range(30):
-                    cand = phi - alpha * grads
-                    res = mu_c = None
-                    res = evaluate(cand, trial=True)
-                    if res is not None:
-                        mu_c, loss_c, grads_c, xs_c = res
-                        if loss_c <= loss and loss - loss_c >= 0.5 * alpha * _dot(grads, xs - xs_c):
-                            ok = True
-                            break
-                    alpha *= 0.5
-                    backtracked = True
-                if not ok and (res is None or loss_c > loss):
-                    # no acceptable step within 30 halvings (a wild initial step): stay put and go
-                    # on shrinking next iteration; the tolerance test waits for real steps
-                    stalled += 1
-                    if stalled > 100:
-                        break
-                    continue
-            phi, mu, loss, grads, xs = cand, mu_c, loss_c, grads_c, xs_c
-            history.append(loss)
-            if callback is not None:
-                callback(it, loss)
-            # the tolerance applies once the step size has found its scale (first backtrack)
-            if ((backtracked or precond) and len(history) - window >= 11
-                    and history[-11] - loss <= tol * max(loss, 1e-300)):
-                if precond:
-                    # the diagonal step can crawl far from the optimum (seen with exact public
-                    # marginals full of empty cells next to a big-count marginal, equal weights):
-                    # only plain mirror descent stalling too counts as convergence
-                    precond, window = False, len(history) - 1
-                    continue
-                converged = True
-                break
-            if loss <= 1e-30 * total**2:
-                converged = True
-                break
+            state = [phi, mu, loss, grads, xs]  # handed over as for the momentum step
+            mu = None
+            phi, mu, loss, grads, xs, alpha, alpha_p, it, converged = _line_search(
+                evaluate, direction, state, alpha / grow, alpha_p, grow, iters, tol, precond, history, callback,
+                1e-30 * total**2)
     theta, mu = views(theta_at(phi)), views(mu)
     model = GraphicalModel(domain, tree, theta, total, plan=plan, marginals=mu)
     model.potentials = {r: phi[prob.slices[r]].reshape(prob.shapes[r]).copy() for r in keys}
@@ -607,6 +555,73 @@ def _new_clique_step(prob: _Problem, new: list[tuple[str, ...]], phi: np.ndarray
         step[sl] = np.where(y < np.maximum(sigma, NEW_CLIQUE_FLOOR), np.minimum(move, 0.0), move)
         moved = True
     return step if moved else None
+
+
+def _line_search(evaluate, direction, state, alpha, alpha_p, grow, iters, tol, precond, history, callback, floor):
+    """Mirror descent with an Armijo line search (SPEC §3.6 A), or first a diagonally
+    preconditioned step (``precond``) falling back to it: steps grow by ``grow`` before each try
+    and halve until the loss falls enough. ``state`` = [φ, μ, loss, ∇, x] is emptied (so the caller
+    pins no tree-sized μ). Returns (φ, μ, loss, ∇, x, step, preconditioned step, iterations,
+    converged)."""
+    phi, mu, loss, grads, xs = state
+    state.clear()
+    it, converged, backtracked = 0, False, False
+    stalled = 0
+    window = 0  # history index where the current optimiser's convergence window starts
+    for it in range(1, iters + 1):
+        ok = False
+        if precond:
+            # one try along the preconditioned direction; on failure shrink its step and fall
+            # back to a plain mirror-descent step (a second try costs more than it gains)
+            alpha_p = min(alpha_p * PRECOND_GROW, 1.0)
+            cand = phi - alpha_p * direction(grads, xs)
+            res = mu_c = None  # a rejected try's arrays go back to the pool first
+            res = evaluate(cand, trial=True)
+            if res is not None:
+                mu_c, loss_c, grads_c, xs_c = res
+                dec = _dot(grads, xs - xs_c)  # ⟨∇L(μ), μ − μ'⟩ through the measured marginals
+                ok = dec > 0 and loss - loss_c >= 0.25 * dec
+            if not ok:
+                alpha_p = max(alpha_p * PRECOND_SHRINK, 1e-3)
+        if not ok:
+            alpha *= grow
+            for _ in range(30):
+                cand = phi - alpha * grads
+                res = mu_c = None
+                res = evaluate(cand, trial=True)
+                if res is not None:
+                    mu_c, loss_c, grads_c, xs_c = res
+                    if loss_c <= loss and loss - loss_c >= 0.5 * alpha * _dot(grads, xs - xs_c):
+                        ok = True
+                        break
+                alpha *= 0.5
+                backtracked = True
+            if not ok and (res is None or loss_c > loss):
+                # no acceptable step within 30 halvings (a wild initial step): stay put and go
+                # on shrinking next iteration; the tolerance test waits for real steps
+                stalled += 1
+                if stalled > 100:
+                    break
+                continue
+        phi, mu, loss, grads, xs = cand, mu_c, loss_c, grads_c, xs_c
+        history.append(loss)
+        if callback is not None:
+            callback(it, loss)
+        # the tolerance applies once the step size has found its scale (first backtrack)
+        if ((backtracked or precond) and len(history) - window >= 11
+                and history[-11] - loss <= tol * max(loss, 1e-300)):
+            if precond:
+                # the diagonal step can crawl far from the optimum (seen with exact public
+                # marginals full of empty cells next to a big-count marginal, equal weights):
+                # only plain mirror descent stalling too counts as convergence
+                precond, window = False, len(history) - 1
+                continue
+            converged = True
+            break
+        if loss <= floor:
+            converged = True
+            break
+    return phi, mu, loss, grads, xs, alpha, alpha_p, it, converged
 
 
 def _momentum(evaluate, state, alpha, grow, iters, tol, history, callback, floor):
