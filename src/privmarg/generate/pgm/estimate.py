@@ -21,6 +21,7 @@ from ...core.sums import sum_out
 from .belief import _Plan, belief_propagation, belief_propagation_exp, broadcast_shape, sum_axes
 from .graphical_model import GraphicalModel
 from .junction_tree import JunctionTree
+from .optimise import _dot, _line_search, _momentum
 from .sum_tree import plan_sum_tree
 
 
@@ -291,6 +292,89 @@ class _DenseGroup:
             apply_broadcast(ufunc, dst, t, dst)
 
 
+class _Evaluator:
+    """The loss at potentials φ: θ = Aᵀφ (−inf on structural zeros), belief propagation to the
+    clique marginals μ, then (μ, loss, ∇, x). On a big tree μ of the current point and of the step
+    being tried come from a pool of reused arrays, and θ (needed only to compute μ) from one
+    scratch array; trees with big cliques propagate from the potentials' exponentials (products of
+    small tables) instead of exponentiating every clique cell, θ itself only where a product
+    underflows. ``count``: evaluations so far."""
+
+    def __init__(self, domain: Domain, tree: JunctionTree, plan: _Plan, prob: _Problem,
+                 zeros: Sequence[StructuralZero], total: float, fdtype: np.dtype):
+        self.plan, self.prob, self.total, self.fdtype = plan, prob, total, fdtype
+        self.base = np.zeros(prob.mu_off[-1], dtype=fdtype)
+        for z in zeros:
+            key = domain.canonical(z.attrs)
+            mask = z.factor(domain).transpose(key).values
+            i = tree.find_clique(key)
+            view = self.base[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(plan.shapes[i])
+            view[np.broadcast_to(mask.reshape(broadcast_shape(domain, key, tree.cliques[i])), plan.shapes[i])] = -np.inf
+        self.has_zeros = bool(zeros)
+        self.count = 0
+        self.pool = _Buffers(int(prob.mu_off[-1]), fdtype)
+        self.exp_space = EXP_SPACE and bool(prob.dense)
+        self.scratch = (np.empty(prob.mu_off[-1], dtype=fdtype) if prob.small_idx is not None and not self.exp_space
+                        else None)
+        self.zmask = (self.base == 0).astype(fdtype) if self.exp_space and self.has_zeros else None
+
+    def views(self, flat: np.ndarray) -> list[np.ndarray]:
+        prob, shapes = self.prob, self.plan.shapes
+        return [flat[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(shapes[i]) for i in range(len(shapes))]
+
+    def theta_at(self, params: np.ndarray) -> np.ndarray:
+        theta_flat = self.prob.to_theta(params, out=self.scratch)
+        if theta_flat.dtype != self.fdtype:
+            theta_flat = theta_flat.astype(self.fdtype)
+        if self.has_zeros:
+            theta_flat += self.base
+        return theta_flat
+
+    def theta_log(self, params: np.ndarray, i: int) -> np.ndarray:
+        prob, shape = self.prob, self.plan.shapes[i]
+        theta = prob.clique_theta(params, i, self.fdtype).astype(self.fdtype, copy=False).reshape(shape)
+        if self.has_zeros:
+            theta = theta + self.base[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(shape)
+        return theta
+
+    def __call__(self, params: np.ndarray, trial: bool = False):
+        """(μ, loss, grads, x) at ``params``; a trial step that overflows θ returns None."""
+        self.count += 1
+        prob, plan, total = self.prob, self.plan, self.total
+        if self.exp_space:
+            # the exponentials go straight into μ's buffer: the pass turns them into marginals in place
+            mu_flat = self.pool.take()
+            shifts = prob.to_exp(params, mu_flat)
+            if not np.isfinite(shifts).all():  # NaN or +inf in φ: an overlong step
+                if trial:
+                    return None
+                raise FloatingPointError("non-finite potentials")
+            if self.zmask is not None:
+                np.multiply(mu_flat, self.zmask, out=mu_flat)
+        else:
+            theta_flat = self.theta_at(params)
+            if trial and theta_flat.size and not theta_flat.max() < np.inf:  # NaN or +inf: one pass
+                return None  # an overlong step (tiny curvature on a big clique): reject it, shrink the step
+            mu_flat = self.pool.take()
+        try:
+            with np.errstate(over="ignore" if trial else "warn"):
+                if self.exp_space:
+                    mu_views = self.views(mu_flat)
+                    belief_propagation_exp(plan, mu_views, shifts, total, mu_views,
+                                           lambda i: self.theta_log(params, i))
+                else:
+                    belief_propagation(plan, self.views(theta_flat), total, out=self.views(mu_flat))
+        except FloatingPointError:
+            if trial:
+                return None
+            raise
+        out = (mu_flat,) + prob(mu_flat)
+        # μ ≥ 0 or NaN, so its max is finite exactly when every cell is (no boolean temporary)
+        if trial and not (np.isfinite(out[1]) and (mu_flat.size == 0 or mu_flat.max() < np.inf)):
+            return None
+        return out
+
+
 class _Buffers:
     """Flat arrays of one size reused across evaluations: on a big tree a fresh array costs more in
     page faults than the pass that fills it. An array is handed out again once nothing but this
@@ -318,16 +402,7 @@ class _Buffers:
         return self.arrays[-1]
 
 
-def _dot(a: np.ndarray, b: np.ndarray) -> float:
-    # einsum rather than BLAS ddot: multi-threaded BLAS spins badly on a loaded 2-core machine
-    return float(np.einsum("i,i->", a, b))
-
-
 METHODS = ("precond", "md", "momentum")  # the estimator's step rules (see estimate's ``method``)
-MOMENTUM_GROW = 1.01  # step growth per accepted momentum step once a step has been rejected (mbi's rule)
-# the preconditioned step's growth before each try and shrink after a rejected one: doubling and
-# quartering failed every third try or so, each failure a wasted evaluation (RESULTS, issue 18)
-PRECOND_GROW, PRECOND_SHRINK = 1.5, 0.2
 LOG_STEP_CAP = 8.0  # largest preconditioned move of one cell's log-potential per step (e^8 ≈ 3000×)
 DTYPES = ("float64", "float32")  # precisions of belief propagation's tables
 # A warm start's new cliques take one proportional-fitting step before the optimiser: each cell's
@@ -376,131 +451,24 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     cliques = [c for c in cliques if c]
     tree = JunctionTree.build(domain, cliques)
     plan = _Plan(tree)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    if precond_step is not None and not 0 < precond_step <= 1:
-        raise ValueError(f"precond_step must be in (0, 1], got {precond_step!r}")
+    _check_options(method, dtype, precond_step)
     fdtype = np.dtype(dtype)
     precond = method == "precond"
 
-    # potentials φ_r, one per measured (or warm-started) clique; θ = Aᵀφ plus -inf on structural zeros
-    keys = list(dict.fromkeys(domain.canonical(m.attrs) for m in measurements if m.attrs))
-    warm_vals = {}
-    for key, val in (warm or {}).items():
-        key = domain.canonical(key)
-        if key and tree.find_clique(key) is not None:
-            warm_vals[key] = np.asarray(val, dtype=float).ravel()
-            if key not in keys:
-                keys.append(key)
+    keys, warm_vals = _potential_keys(domain, tree, measurements, warm)
     prob = _Problem(domain, tree, plan, measurements, keys)
     phi = np.zeros(prob.x_off[-1])
     for key, val in warm_vals.items():
         phi[prob.slices[key]] += val
-    base = np.zeros(prob.mu_off[-1], dtype=fdtype)
-    for z in zeros:
-        key = domain.canonical(z.attrs)
-        mask = z.factor(domain).transpose(key).values
-        i = tree.find_clique(key)
-        view = base[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(plan.shapes[i])
-        view[np.broadcast_to(mask.reshape(broadcast_shape(domain, key, tree.cliques[i])), plan.shapes[i])] = -np.inf
-    has_zeros = bool(zeros)
-    n_cl = len(plan.shapes)
+    evaluate = _Evaluator(domain, tree, plan, prob, zeros, total, fdtype)  # (μ, loss, ∇, x) at φ
 
-    def views(flat):
-        return [flat[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(plan.shapes[i]) for i in range(n_cl)]
-
-    n_eval = [0]
-    # on a big tree: μ of the current point and of the step being tried come from a pool of reused
-    # arrays, and θ (needed only to compute μ) from one scratch array; the final θ is recomputed
-    pool = _Buffers(int(prob.mu_off[-1]), fdtype)
-    exp_space = EXP_SPACE and bool(prob.dense)
-    scratch = np.empty(prob.mu_off[-1], dtype=fdtype) if prob.small_idx is not None and not exp_space else None
-
-    def theta_at(params):
-        theta_flat = prob.to_theta(params, out=scratch)
-        if theta_flat.dtype != fdtype:
-            theta_flat = theta_flat.astype(fdtype)
-        if has_zeros:
-            theta_flat += base
-        return theta_flat
-
-    # big cliques: belief propagation from the potentials' exponentials (products of small tables)
-    # instead of exponentiating every clique cell; θ itself only where a product underflows
-    zmask = (base == 0).astype(fdtype) if exp_space and has_zeros else None
-
-    def theta_log(params, i):
-        theta = prob.clique_theta(params, i, fdtype).astype(fdtype, copy=False).reshape(plan.shapes[i])
-        if has_zeros:
-            theta = theta + base[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(plan.shapes[i])
-        return theta
-
-    def evaluate(params, trial=False):
-        """(μ, loss, grads, x) at ``params``; a trial step that overflows θ returns None."""
-        n_eval[0] += 1
-        if exp_space:
-            # the exponentials go straight into μ's buffer: the pass turns them into marginals in place
-            mu_flat = pool.take()
-            shifts = prob.to_exp(params, mu_flat)
-            if not np.isfinite(shifts).all():  # NaN or +inf in φ: an overlong step
-                if trial:
-                    return None
-                raise FloatingPointError("non-finite potentials")
-            if zmask is not None:
-                np.multiply(mu_flat, zmask, out=mu_flat)
-        else:
-            theta_flat = theta_at(params)
-            if trial and theta_flat.size and not theta_flat.max() < np.inf:  # NaN or +inf: one pass
-                return None  # an overlong step (tiny curvature on a big clique): reject it, shrink the step
-            mu_flat = pool.take()
-        try:
-            with np.errstate(over="ignore" if trial else "warn"):
-                if exp_space:
-                    mu_views = views(mu_flat)
-                    mu, _, _ = belief_propagation_exp(plan, mu_views, shifts, total, mu_views,
-                                                      lambda i: theta_log(params, i))
-                else:
-                    mu, _, _ = belief_propagation(plan, views(theta_flat), total, out=views(mu_flat))
-        except FloatingPointError:
-            if trial:
-                return None
-            raise
-        out = (mu_flat,) + prob(mu_flat)
-        # μ ≥ 0 or NaN, so its max is finite exactly when every cell is (no boolean temporary)
-        if trial and not (np.isfinite(out[1]) and (mu_flat.size == 0 or mu_flat.max() < np.inf)):
-            return None
-        return out
-
-    # Diagonal preconditioner (method="precond"): per measured cell, the inverse curvature of the
-    # loss in log space, 1 / (2 Σω (x + s)). Near-empty cells then move by O(1) in log space per
-    # step (like iterative proportional fitting) instead of by O(ω·|y|·step), which is what makes
-    # plain mirror descent crawl when noisy counts of empty cells are negative.
-    smooth = np.concatenate([np.full(domain.size(r), 0.01 * total / max(1, domain.size(r))) for r in keys]) \
-        if keys else np.zeros(0)
-
-    def direction(g, x):
-        if not precond:
-            return g
-        # at most ±LOG_STEP_CAP in log space per cell: the Newton-like ratio residual/x explodes for a
-        # cell far below its target (x = 32, y = 29,000 asked for +900) and would saturate the
-        # potentials (all mass on one cell, no way back for either optimiser)
-        return np.clip(g / (prob.curv * (np.maximum(x, 0.0) + smooth)), -LOG_STEP_CAP, LOG_STEP_CAP)
+    direction = _preconditioner(domain, prob, keys, total) if precond else (lambda g, x: g)
 
     mu, loss, grads, xs = evaluate(phi)
-    new = [r for r in keys if r not in warm_vals] if fit_new and warm_vals else []
-    if new:
-        step_new = _new_clique_step(prob, new, phi, xs)
-        for _ in range(NEW_CLIQUE_TRIES if step_new is not None else 0):
-            res = None
-            res = evaluate(phi + step_new, trial=True)
-            if res is not None and res[1] < loss:
-                phi = phi + step_new
-                mu = None  # back to the pool before taking the new state
-                mu, loss, grads, xs = res
-                break
-            step_new *= 0.5
-        res = None
+    if fit_new and warm_vals:
+        state = [phi, mu, loss, grads, xs]
+        mu = None
+        phi, mu, loss, grads, xs = _explain_new_cliques(evaluate, prob, [r for r in keys if r not in warm_vals], state)
     history = [loss]
     converged = not prob.measured.any()
     it = 0
@@ -526,15 +494,74 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
             phi, mu, loss, grads, xs, alpha, alpha_p, it, converged = _line_search(
                 evaluate, direction, state, alpha / grow, alpha_p, grow, iters, tol, precond, history, callback,
                 1e-30 * total**2)
-    theta, mu = views(theta_at(phi)), views(mu)
+    theta, mu = evaluate.views(evaluate.theta_at(phi)), evaluate.views(mu)
     model = GraphicalModel(domain, tree, theta, total, plan=plan, marginals=mu)
     model.potentials = {r: phi[prob.slices[r]].reshape(prob.shapes[r]).copy() for r in keys}
     model.step_size = alpha
     model.precond_step = alpha_p
     model.zeros = zeros
     model.info = FitInfo(loss=loss, iterations=it, seconds=time.perf_counter() - t0,
-                         converged=converged, history=history, evaluations=n_eval[0])
+                         converged=converged, history=history, evaluations=evaluate.count)
     return model
+
+
+def _check_options(method: str, dtype: str, precond_step: float | None) -> None:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if precond_step is not None and not 0 < precond_step <= 1:
+        raise ValueError(f"precond_step must be in (0, 1], got {precond_step!r}")
+
+
+def _potential_keys(domain: Domain, tree: JunctionTree, measurements: Sequence[Measurement], warm: dict | None
+                    ) -> tuple[list[tuple[str, ...]], dict[tuple[str, ...], np.ndarray]]:
+    """The cliques that get a potential φ_r (each measured one, and each warm-started one the tree
+    holds), and the warm starts' values. θ = Aᵀφ plus -inf on structural zeros."""
+    keys = list(dict.fromkeys(domain.canonical(m.attrs) for m in measurements if m.attrs))
+    warm_vals = {}
+    for key, val in (warm or {}).items():
+        key = domain.canonical(key)
+        if key and tree.find_clique(key) is not None:
+            warm_vals[key] = np.asarray(val, dtype=float).ravel()
+            if key not in keys:
+                keys.append(key)
+    return keys, warm_vals
+
+
+def _preconditioner(domain: Domain, prob: _Problem, keys: list[tuple[str, ...]], total: float):
+    """The diagonal preconditioner of ``method="precond"``: per measured cell, the inverse curvature
+    of the loss in log space, 1 / (2 Σω (x + s)). Near-empty cells then move by O(1) in log space
+    per step (like iterative proportional fitting) instead of by O(ω·|y|·step), which is what makes
+    plain mirror descent crawl when noisy counts of empty cells are negative."""
+    smooth = np.concatenate([np.full(domain.size(r), 0.01 * total / max(1, domain.size(r))) for r in keys]) \
+        if keys else np.zeros(0)
+
+    def direction(g, x):
+        # at most ±LOG_STEP_CAP in log space per cell: the Newton-like ratio residual/x explodes for a
+        # cell far below its target (x = 32, y = 29,000 asked for +900) and would saturate the
+        # potentials (all mass on one cell, no way back for either optimiser)
+        return np.clip(g / (prob.curv * (np.maximum(x, 0.0) + smooth)), -LOG_STEP_CAP, LOG_STEP_CAP)
+
+    return direction
+
+
+def _explain_new_cliques(evaluate, prob: _Problem, new: list[tuple[str, ...]], state: list):
+    """A warm start's new cliques first take one proportional-fitting step (:func:`_new_clique_step`),
+    halved up to :data:`NEW_CLIQUE_TRIES` times, kept only if it lowers the loss. ``state`` =
+    [φ, μ, loss, ∇, x] is emptied; returns the state after the step (or as it was)."""
+    phi, mu, loss, grads, xs = state
+    state.clear()
+    step_new = _new_clique_step(prob, new, phi, xs) if new else None
+    for _ in range(NEW_CLIQUE_TRIES if step_new is not None else 0):
+        res = None
+        res = evaluate(phi + step_new, trial=True)
+        if res is not None and res[1] < loss:
+            mu = None  # back to the pool before taking the new state
+            mu, loss, grads, xs = res
+            return phi + step_new, mu, loss, grads, xs
+        step_new *= 0.5
+    return phi, mu, loss, grads, xs
 
 
 def _new_clique_step(prob: _Problem, new: list[tuple[str, ...]], phi: np.ndarray, xs: np.ndarray) -> np.ndarray | None:
@@ -555,124 +582,6 @@ def _new_clique_step(prob: _Problem, new: list[tuple[str, ...]], phi: np.ndarray
         step[sl] = np.where(y < np.maximum(sigma, NEW_CLIQUE_FLOOR), np.minimum(move, 0.0), move)
         moved = True
     return step if moved else None
-
-
-def _line_search(evaluate, direction, state, alpha, alpha_p, grow, iters, tol, precond, history, callback, floor):
-    """Mirror descent with an Armijo line search (SPEC §3.6 A), or first a diagonally
-    preconditioned step (``precond``) falling back to it: steps grow by ``grow`` before each try
-    and halve until the loss falls enough. ``state`` = [φ, μ, loss, ∇, x] is emptied (so the caller
-    pins no tree-sized μ). Returns (φ, μ, loss, ∇, x, step, preconditioned step, iterations,
-    converged)."""
-    phi, mu, loss, grads, xs = state
-    state.clear()
-    it, converged, backtracked = 0, False, False
-    stalled = 0
-    window = 0  # history index where the current optimiser's convergence window starts
-    for it in range(1, iters + 1):
-        ok = False
-        if precond:
-            # one try along the preconditioned direction; on failure shrink its step and fall
-            # back to a plain mirror-descent step (a second try costs more than it gains)
-            alpha_p = min(alpha_p * PRECOND_GROW, 1.0)
-            cand = phi - alpha_p * direction(grads, xs)
-            res = mu_c = None  # a rejected try's arrays go back to the pool first
-            res = evaluate(cand, trial=True)
-            if res is not None:
-                mu_c, loss_c, grads_c, xs_c = res
-                dec = _dot(grads, xs - xs_c)  # ⟨∇L(μ), μ − μ'⟩ through the measured marginals
-                ok = dec > 0 and loss - loss_c >= 0.25 * dec
-            if not ok:
-                alpha_p = max(alpha_p * PRECOND_SHRINK, 1e-3)
-        if not ok:
-            alpha *= grow
-            for _ in range(30):
-                cand = phi - alpha * grads
-                res = mu_c = None
-                res = evaluate(cand, trial=True)
-                if res is not None:
-                    mu_c, loss_c, grads_c, xs_c = res
-                    if loss_c <= loss and loss - loss_c >= 0.5 * alpha * _dot(grads, xs - xs_c):
-                        ok = True
-                        break
-                alpha *= 0.5
-                backtracked = True
-            if not ok and (res is None or loss_c > loss):
-                # no acceptable step within 30 halvings (a wild initial step): stay put and go
-                # on shrinking next iteration; the tolerance test waits for real steps
-                stalled += 1
-                if stalled > 100:
-                    break
-                continue
-        phi, mu, loss, grads, xs = cand, mu_c, loss_c, grads_c, xs_c
-        history.append(loss)
-        if callback is not None:
-            callback(it, loss)
-        # the tolerance applies once the step size has found its scale (first backtrack)
-        if ((backtracked or precond) and len(history) - window >= 11
-                and history[-11] - loss <= tol * max(loss, 1e-300)):
-            if precond:
-                # the diagonal step can crawl far from the optimum (seen with exact public
-                # marginals full of empty cells next to a big-count marginal, equal weights):
-                # only plain mirror descent stalling too counts as convergence
-                precond, window = False, len(history) - 1
-                continue
-            converged = True
-            break
-        if loss <= floor:
-            converged = True
-            break
-    return phi, mu, loss, grads, xs, alpha, alpha_p, it, converged
-
-
-def _momentum(evaluate, state, alpha, grow, iters, tol, history, callback, floor):
-    """Mirror descent with heavy-ball momentum on the log potentials and adaptive restart: one
-    belief-propagation pass per step. Step k moves by −α∇L + β_k·(last move), β_k = k/(k+3); a step
-    that does not lower the loss is dropped and the momentum restarted (k = 0), or, with no momentum
-    to drop, the step size halved. The step size grows by ``grow`` per accepted step until the first
-    rejection, then by :data:`MOMENTUM_GROW`. Comparisons with plain mirror descent and mbi:
-    benchmarks/RESULTS.md (issue 22)."""
-    phi, mu, loss, grads, xs = state
-    state.clear()
-    velocity = np.zeros_like(phi)
-    k = it = 0
-    found_scale = converged = False
-    while it < iters:
-        it += 1
-        beta = k / (k + 3.0)
-        cand = phi - alpha * grads + beta * velocity if k else phi - alpha * grads
-        res = None  # a rejected step's arrays go back to the buffer pool before the next evaluation
-        res = evaluate(cand, trial=True)
-        if res is None or not res[1] < loss:
-            found_scale = True
-            if k:  # restart: drop the momentum, keep the step size
-                k = 0
-                continue
-            for _ in range(30):  # no momentum to blame: shrink the step until it lowers the loss
-                alpha *= 0.5
-                cand = phi - alpha * grads
-                res = None
-                res = evaluate(cand, trial=True)
-                if res is not None and res[1] < loss:
-                    break
-            else:
-                if res is not None and res[1] - loss <= 1e-12 * abs(loss):
-                    converged = True  # a step 2^-30 shorter changes the loss at rounding level only
-                    break
-                continue
-        velocity = cand - phi
-        phi, (mu, loss, grads, xs) = cand, res
-        k += 1
-        alpha *= MOMENTUM_GROW if found_scale else grow
-        history.append(loss)
-        if callback is not None:
-            callback(it, loss)
-        if found_scale and len(history) >= 11 and history[-11] - loss <= tol * max(loss, 1e-300):
-            converged = True
-            break
-        if loss <= floor:
-            converged = True
-            break
-    return phi, mu, loss, grads, xs, alpha, it, converged
 
 
 def loss_of(domain: Domain, measurements: Sequence[Measurement], marginal: Callable[[tuple], np.ndarray]) -> float:
