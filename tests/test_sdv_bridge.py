@@ -145,3 +145,51 @@ def test_the_html_report_shows_sdmetrics_scores_and_what_has_none():
     page = render_html(result, real, syn)
     assert "sdmetrics QualityReport (sdmetrics 0.32.0)" in page and "0.91" in page
     assert "n/a: nothing to score" in page
+
+
+def test_a_saved_bridge_carries_no_detected_range(tmp_path):
+    """SDV's detected ranges are read off the data: the saved settings drop them unless declared
+    public (the saved model is a release)."""
+    df = people(600)
+    md = detected(df)
+    PrivmargSynthesizer(md, epsilon=1.0, method="mst", bounds={"day": ("2021-01-01", "2021-12-31")},
+                        seed=0).fit(df).save(tmp_path / "m")
+    text = (tmp_path / "m" / BRIDGE_FILE).read_text()
+    assert "range_min" not in text and "range_values" not in text and str(df.income.max()) not in text
+    PrivmargSynthesizer(md, epsilon=1.0, method="mst", public_ranges=True, seed=0).fit(df).save(tmp_path / "p")
+    assert "range_min" in (tmp_path / "p" / BRIDGE_FILE).read_text()
+
+
+def test_dates_follow_the_metadata_format_and_bad_ones_are_refused():
+    df = people(400)
+    df["day"] = pd.to_datetime(df["day"]).dt.strftime("%d/%m/%Y")
+    md = detected(df)
+    md["tables"]["people"]["columns"]["day"] = {"sdtype": "datetime", "datetime_format": "%d/%m/%Y"}
+    schema, _, _ = schema_from_sdv(md, df, public_ranges=False, bounds={"day": ("02/01/2021", "31/12/2021")})
+    assert schema.to_dict()["columns"]["day"]["min"] == "2021-01-02"  # 2 January, not 1 February
+    bad = df.copy()
+    bad.loc[:9, "day"] = "2021/01/05"
+    with pytest.raises(ValueError, match="10 value"):
+        PrivmargSynthesizer(md, epsilon=1.0, method="mst", bounds={"day": ("01/01/2021", "31/12/2021")},
+                            public_ranges=True).fit(bad)
+
+
+@pytest.mark.parametrize("change", [
+    {"parameters": []}, {"columns": "abd"}, {"formats": {"sex": "%Y"}}, {"keys": ["id", "age"]},
+    {"columns": ["age", "age"]}, {"metadata": None}, {"key_dtypes": {"id": "float"}},
+])
+def test_load_refuses_every_malformed_bridge_file(change, tmp_path):
+    df = people(500)
+    PrivmargSynthesizer(detected(df), epsilon=1.0, method="mst", public_ranges=True, seed=0).fit(df).save(tmp_path / "m")
+    f = tmp_path / "m" / BRIDGE_FILE
+    f.write_text(json.dumps({**json.loads(f.read_text()), **change}))
+    with pytest.raises(ValueError, match="damaged"):
+        PrivmargSynthesizer.load(tmp_path / "m")
+
+
+def test_load_refuses_a_deeply_nested_bridge_file(tmp_path):
+    df = people(500)
+    PrivmargSynthesizer(detected(df), epsilon=1.0, method="mst", public_ranges=True, seed=0).fit(df).save(tmp_path / "m")
+    (tmp_path / "m" / BRIDGE_FILE).write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(ValueError, match="damaged"):
+        PrivmargSynthesizer.load(tmp_path / "m")

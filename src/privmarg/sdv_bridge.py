@@ -61,6 +61,21 @@ def _table_metadata(metadata: Any, table_name: str | None) -> tuple[str, dict]:
     return str(table_name), dict(table)
 
 
+DETECTED_KEYS = ("range_min", "range_max", "range_values", "decimal_places", "range_is_nullable", "order",
+                 "order_by")  # what SDV's detection reads off the data
+
+
+def public_metadata(metadata: Any, table_name: str, public_ranges: bool) -> dict:
+    """The table's metadata as a release may carry it: without the fields SDV's detection reads off
+    the data unless ``public_ranges`` declared them public."""
+    _, table = _table_metadata(metadata, table_name)
+    cols = {c: {k: v for k, v in (spec.items() if isinstance(spec, Mapping) else ())
+                if public_ranges or k not in DETECTED_KEYS}
+            for c, spec in table["columns"].items()}
+    out = {k: v for k, v in table.items() if k in ("primary_key", "alternate_keys")}
+    return {"tables": {table_name: {**out, "columns": cols}}}
+
+
 def _key_columns(table: Mapping) -> list[str]:
     keys = [c for c, spec in table["columns"].items() if isinstance(spec, Mapping) and spec.get("sdtype") == "id"]
     for k in [table.get("primary_key")] + list(table.get("alternate_keys") or []):
@@ -70,12 +85,24 @@ def _key_columns(table: Mapping) -> list[str]:
 
 
 def _datetime_unit(fmt: str | None) -> str:
+    """The schema unit a datetime format resolves: seconds without a format (SDV detects none for
+    datetime64 columns, whose time of day must survive)."""
     if not fmt:
-        return "D"
-    for code, unit in (("%S", "s"), ("%M", "m"), ("%H", "h")):
+        return "s"
+    for code, unit in (("%S", "s"), ("%T", "s"), ("%f", "s"), ("%M", "m"), ("%H", "h")):
         if code in fmt:
             return unit
     return "D"
+
+
+def _iso_date(value: Any, fmt: str | None, col: str) -> str:
+    """A date bound as ISO text, read with the column's own format (``02/01/2020`` is 2 January
+    under ``%d/%m/%Y``), so the schema never guesses day or month first."""
+    try:
+        t = pd.to_datetime(value, format=fmt) if fmt and isinstance(value, str) else pd.Timestamp(value)
+    except (ValueError, TypeError):
+        raise ValueError(f"datetime column {col!r}: bound {value!r} does not match its format {fmt!r}") from None
+    return t.strftime("%Y-%m-%d") if t == t.normalize() else t.isoformat()
 
 
 def schema_from_sdv(metadata: Any, data: pd.DataFrame | None = None, *, table_name: str | None = None,
@@ -114,10 +141,12 @@ def schema_from_sdv(metadata: Any, data: pd.DataFrame | None = None, *, table_na
                 out["bounds"] = "dp"
             if not integer and ranges and isinstance(spec.get("decimal_places"), int) and 0 <= spec["decimal_places"] <= 15:
                 out["decimals"] = spec["decimal_places"]
-        elif sdtype == "categorical":
+        elif sdtype in ("categorical", "ordinal"):  # SDV 2 detects few-valued numbers as ordinal
             out = {"type": "categorical"}
             if col in values:
                 out["values"] = list(values[col])
+            elif ranges and spec.get("order"):
+                out["values"] = list(spec["order"])
             elif ranges and spec.get("range_values"):
                 out["values"] = [v for v in spec["range_values"] if v is not None and not (isinstance(v, float) and np.isnan(v))]
             else:
@@ -125,11 +154,12 @@ def schema_from_sdv(metadata: Any, data: pd.DataFrame | None = None, *, table_na
         elif sdtype == "boolean":
             out = {"type": "boolean"}
         elif sdtype == "datetime":
-            out = {"type": "datetime", "unit": _datetime_unit(spec.get("datetime_format"))}
+            fmt = spec.get("datetime_format")
+            out = {"type": "datetime", "unit": _datetime_unit(fmt)}
             if col in bounds:
-                out["min"], out["max"] = (str(b) for b in bounds[col])
+                out["min"], out["max"] = (_iso_date(b, fmt, col) for b in bounds[col])
             elif ranges and "range_min" in spec and "range_max" in spec:
-                out["min"], out["max"] = str(spec["range_min"]), str(spec["range_max"])
+                out["min"], out["max"] = _iso_date(spec["range_min"], fmt, col), _iso_date(spec["range_max"], fmt, col)
             else:
                 raise ValueError(f"datetime column {col!r} needs public bounds: give bounds={{{col!r}: (first, last)}} "
                                  "or public_ranges=True with range_min/range_max in the metadata")
@@ -199,7 +229,11 @@ class PrivmargSynthesizer:
         frame = data[list(schema.names)].copy()
         for col, fmt in self._formats.items():
             if col in frame:
-                frame[col] = pd.to_datetime(frame[col], format=fmt, errors="coerce")
+                parsed = pd.to_datetime(frame[col], format=fmt, errors="coerce")
+                bad = int((parsed.isna() & frame[col].notna()).sum())
+                if bad:  # as a schema's own datetime reading: never turn a bad value into a missing one
+                    raise ValueError(f"column {col!r}: {bad} value(s) do not match the datetime format {fmt!r}")
+                frame[col] = parsed
         self._synth.fit(frame, schema)
         self._fitted = True
         return self
@@ -235,7 +269,7 @@ class PrivmargSynthesizer:
         path = Path(filepath)
         check_target(path, force)
         inner = model_writer(self._synth)
-        md = self.metadata.to_dict() if hasattr(self.metadata, "to_dict") else self.metadata
+        md = public_metadata(self.metadata, self.table_name, self.public_ranges)
         text = json.dumps({"table_name": self.table_name, "columns": self._columns, "keys": self._keys,
                            "key_dtypes": self._key_dtypes, "formats": self._formats, "metadata": md,
                            "parameters": self.get_parameters()}, indent=1, default=str) + "\n"
@@ -261,20 +295,24 @@ class PrivmargSynthesizer:
         try:
             info = strict_loads(file.read_text())
             name, columns, keys = info["table_name"], info["columns"], info["keys"]
-            key_dtypes, formats = info["key_dtypes"], info["formats"]
-            ok = (isinstance(name, str) and all(isinstance(c, str) for c in columns + keys)
-                  and set(keys) <= set(columns) and set(formats) <= set(columns)
-                  and all(v in ("int", "str") for v in key_dtypes.values())
-                  and all(isinstance(v, str) for v in formats.values())
-                  and set(columns) == set(keys) | set(saved.schema_.names if saved.schema_ is not None else ()))
-        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{path}: damaged {BRIDGE_FILE} ({e})") from None
+            key_dtypes, formats, params = info["key_dtypes"], info["formats"], info.get("parameters", {})
+            names = set(saved.schema_.names if saved.schema_ is not None else ())
+            datetimes = {c.name for c in saved.schema_ if c.type == "datetime"} if saved.schema_ is not None else set()
+            ok = (isinstance(name, str) and isinstance(columns, list) and isinstance(keys, list)
+                  and isinstance(key_dtypes, dict) and isinstance(formats, dict) and isinstance(params, dict)
+                  and all(isinstance(c, str) for c in columns + keys) and len(set(columns)) == len(columns)
+                  and set(columns) == set(keys) | names and not set(keys) & names
+                  and set(key_dtypes) == set(keys) and all(v in ("int", "str") for v in key_dtypes.values())
+                  and set(formats) <= datetimes and all(isinstance(v, str) for v in formats.values())
+                  and isinstance(info.get("metadata"), dict))
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError, RecursionError) as e:
+            raise ValueError(f"{path}: damaged {BRIDGE_FILE} ({type(e).__name__})") from None
         if not ok:
-            raise ValueError(f"{path}: damaged {BRIDGE_FILE} (its columns do not match the saved model)")
+            raise ValueError(f"{path}: damaged {BRIDGE_FILE} (its columns, keys or formats do not match the saved model)")
         self = cls.__new__(cls)
         self.metadata, self.table_name, self._columns, self._keys = info["metadata"], name, columns, keys
         self._key_dtypes, self._formats = key_dtypes, formats
-        self.public_ranges, self.bounds, self.values = bool(info.get("parameters", {}).get("public_ranges")), None, None
-        self.params = {k: v for k, v in info.get("parameters", {}).items() if k not in ("table_name", "public_ranges")}
+        self.public_ranges, self.bounds, self.values = bool(params.get("public_ranges")), None, None
+        self.params = {k: v for k, v in params.items() if k not in ("table_name", "public_ranges")}
         self._synth, self._fitted = saved, True
         return self
