@@ -174,3 +174,63 @@ def test_cli_release_and_evaluate_report_the_rules(tmp_path):
     rv = json.loads((tmp_path / "e.json").read_text())["rule_violations"]
     assert rv["rules"] == RULES and set(rv["synthetic"].values()) == {0} and set(rv["real"].values()) == {0}
     assert "The schema&#x27;s rules" in (tmp_path / "e.html").read_text() or "The schema's rules" in (tmp_path / "e.html").read_text()
+
+
+def _decided(cols: dict, rules: list[str], rows: int = 800):
+    """Fit the encoder on a table drawn from the schema, then check every cell of every rule by
+    decoding 20 records: zero cells hold only records that break the rule, the others none."""
+    from privmarg.preprocess.rules import broken
+    from privmarg.privacy import Accountant
+
+    schema = Schema.from_dict({"columns": cols, "rules": rules})
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({n: (rng.integers(c["min"], c["max"] + 1, rows) if c["type"] == "integer" else
+                          np.round(rng.uniform(c["min"], c["max"], rows), 1) if c["type"] == "float" else
+                          rng.random(rows) < 0.5 if c["type"] == "boolean" else
+                          (pd.Timestamp(c["min"]) + pd.to_timedelta(rng.integers(0, 300, rows), unit="D")).strftime("%Y-%m-%d"))
+                       for n, c in cols.items()})
+    enc = TableEncoder(schema)
+    enc.fit(df, Accountant(1.0, "add_remove", 2.0, 1e-6), 0.5, np.random.default_rng(1))
+    from privmarg.preprocess.rules import rule_zeros
+
+    enc.rule_zeros()
+    assert enc.rule_notes_ == [], enc.rule_notes_
+    dom = enc.domain
+    for rule in schema.rules:  # one rule at a time: two rules may read the same columns
+        attrs = tuple(a for a in dom.attrs if a in rule.columns)
+        found, _ = rule_zeros([rule], enc.codecs_, dom)
+        mask = found[0].mask if found else np.zeros(dom.sizes(attrs), dtype=bool)
+        cells = list(itertools.product(*[range(dom[a]) for a in attrs]))
+        codes = np.zeros((len(cells) * 20, len(dom)), dtype=np.int64)
+        for j, a in enumerate(attrs):
+            codes[:, dom.attrs.index(a)] = np.repeat([c[j] for c in cells], 20)
+        frame = enc.decode(codes, np.random.default_rng(2))
+        got = broken(rule, enc._prepare(frame), {c.name: c for c in enc.schema})
+        assert np.array_equal(got, np.repeat(mask.ravel(), 20)), rule.text
+
+
+def test_review_cases_are_decided():
+    """Cases a review found: a one-integer bin that is an atom (it decodes to the atom), rounding to
+    ``decimals`` that must not land on an atom at a bin's edge, a date finer than the column's unit,
+    a non-whole constant against an integer column."""
+    _decided({"x": {"type": "integer", "min": 0, "max": 99, "bins": 10, "atoms": [0, 50]}, "b": {"type": "boolean"}},
+             ["if b == true then x != 50", "if b == false then x != 0", "if b == true then x == 5.5",
+              "x not in [3.5, 7]"])
+    _decided({"f": {"type": "float", "min": 0, "max": 10, "bins": 7, "decimals": 1}, "b": {"type": "boolean"}},
+             ["if b == false then f > 3.1", "if b == true then f <= 6.2"])
+    _decided({"t": {"type": "datetime", "min": "2000-01-01", "max": "2000-12-31"}, "b": {"type": "boolean"}},
+             ["if b == true then t < '2000-07-01 12:00'", "if b == false then t >= '2000-03-01 06:00'"])
+
+
+def test_refusals_found_by_review():
+    cols = {"a": {"type": "datetime", "min": "2000-01-01", "max": "2000-01-31", "binning": "exact"},
+            "b": {"type": "datetime", "min": "2000-01-01", "max": "2000-01-31", "unit": "h", "binning": "exact"},
+            "i": {"type": "integer", "min": 0, "max": 9}}
+    with pytest.raises(SchemaError, match="kinds or units"):
+        Schema.from_dict({"columns": cols, "rules": ["a <= b"]})
+    with pytest.raises(SchemaError, match="kinds or units"):
+        Schema.from_dict({"columns": {**cols, "j": {"type": "integer", "min": 0, "max": 40000, "binning": "exact"}},
+                          "rules": ["a <= j"]})
+    for bad in ["i < 1" + "0" * 400, "a < 'now'", "a < '1000-01-01'"]:
+        with pytest.raises(SchemaError):
+            Schema.from_dict({"columns": cols, "rules": [bad]})

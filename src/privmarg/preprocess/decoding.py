@@ -119,16 +119,22 @@ def _copula_positions(codecs: list[ColumnCodec], codes: np.ndarray, rng: np.rand
     return {j: u[:, i] for i, j in enumerate(cols)}
 
 
-def _round_within(v: np.ndarray, left, right, decimals: int | None, where: np.ndarray) -> np.ndarray:
+def _round_within(v: np.ndarray, left, right, decimals: int | None, where: np.ndarray,
+                  atoms: np.ndarray = np.array([])) -> np.ndarray:
     """``v`` rounded to ``decimals`` places where ``where``, staying inside each row's bin
-    ``[left, right)``: the nearest such decimal, else the next one inward, else ``v`` as it was (a bin
-    narrower than the step holds no such decimal). ``None``: unchanged."""
+    ``[left, right)`` and off the column's ``atoms`` (values with codes of their own, which a rule
+    may tell apart from the bin's): the nearest such decimal, else the next one inward, else ``v``
+    as it was (a bin narrower than the step holds no such decimal). ``None``: unchanged."""
     if decimals is None or not where.any():
         return v
     step = 10.0 ** -decimals
     left = np.broadcast_to(left, v.shape)
     right = np.broadcast_to(right, v.shape)
-    inside = lambda r: (r >= left) & ((r < right) | (right <= left) | (r == v))  # noqa: E731
+
+    def inside(r):
+        ok = (r >= left) & ((r < right) | (right <= left) | (r == v))
+        return ok & ~np.isin(r, atoms) if len(atoms) else ok
+
     r = np.round(v, decimals)
     bad = ~inside(r)
     up, down = np.ceil(v / step) * step, np.floor(v / step) * step
@@ -175,7 +181,7 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
                     off = np.where(np.isfinite(a), -a * np.log1p(u * np.expm1(-w / a)), u * w)
                 off = np.clip(np.nan_to_num(off, nan=0.0), 0.0, w)
                 v = np.where(sc < 0, right - off, left + off)
-                v = _round_within(v, left, right, spec.decimals, ~is_atom)
+                v = _round_within(v, left, right, spec.decimals, ~is_atom, c.atoms)
                 v[is_atom] = c.atoms[j[is_atom] - n_bins]
                 out = np.full(n, np.nan)
                 out[ok] = np.clip(v, spec.lo, spec.hi)
@@ -198,7 +204,7 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
             return pd.Series(ns, dtype="datetime64[ns]")
         if exact is None:
             v = (left + right) / 2 if midpoint else left + pos * (right - left)
-            v = _round_within(v, left, right, spec.decimals, ~is_atom)
+            v = _round_within(v, left, right, spec.decimals, ~is_atom, c.atoms)
         if is_atom.any() and exact is None:
             v[is_atom] = c.atoms[j[is_atom] - n_bins]
         out = np.full(n, np.nan)

@@ -218,17 +218,24 @@ def _truth(e: Expr, cols: dict[str, Any], specs: dict[str, ColumnSpec]):
     spec = specs[e.column]
     d = cols[e.column]
     if isinstance(e, Member):
-        if spec.numeric:  # integer membership: any of the values
-            parts = [d.compare("==", _number(spec, v)) for v in e.values]
-            t = np.logical_or.reduce(np.broadcast_arrays(*[p[0] for p in parts]))
-            f = np.logical_and.reduce(np.broadcast_arrays(*[p[1] for p in parts]))
+        if spec.numeric:  # integer membership: any of the values (a non-whole one is never held)
+            parts = [d.compare("==", _number(spec, v)) for v in e.values if float(_number(spec, v)).is_integer()]
+            if not parts:
+                t, f = np.zeros_like(d.null), np.ones_like(d.null)
+            else:
+                t = np.logical_or.reduce(np.broadcast_arrays(*[p[0] for p in parts]))
+                f = np.logical_and.reduce(np.broadcast_arrays(*[p[1] for p in parts]))
         else:
             t, f = d.isin(sorted({_base_index(spec, v) for v in e.values}))
         if e.negated:  # a missing value is in no list, and "not in" is false for it too
             return f & ~d.null, t | d.null
         return t, f
     if spec.numeric:
-        return d.compare(e.op, _number(spec, e.value))
+        c = _number(spec, e.value)
+        if spec.lattice and e.op in ("==", "!=") and not float(c).is_integer():  # no integer equals it
+            never = np.zeros_like(d.null)
+            return (never, ~never | d.null) if e.op == "==" else (~d.null, d.null.copy())
+        return d.compare(e.op, c)
     t, f = d.isin([_base_index(spec, e.value)])
     if e.op == "!=":
         return f & ~d.null, t | d.null
@@ -251,8 +258,10 @@ def _code_cells(codec: Any) -> Any:
         lo[:nb] = e[:-1]
         if spec.lattice:  # bin j holds the integers e[j] .. e[j+1] − 1, less the atoms (their own codes)
             hi[:nb] = e[1:] - 1
-            lo[:nb] += np.isin(lo[:nb], a)
-            hi[:nb] -= np.isin(hi[:nb], a)
+            lo2, hi2 = lo[:nb] + np.isin(lo[:nb], a), hi[:nb] - np.isin(hi[:nb], a)
+            # a bin left with no integer of its own still decodes to one (an atom): keep its range
+            empty = lo2 > hi2
+            lo[:nb], hi[:nb] = np.where(empty, lo[:nb], lo2), np.where(empty, hi[:nb], hi2)
         else:  # [e[j], e[j+1]), the last bin closed at the upper bound; an atom at an edge is not in it
             hi[:nb] = e[1:]
             op[:nb - 1] = True

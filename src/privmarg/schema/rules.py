@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
-from .values import DATETIME_UNITS, timestamp_units, value_key
+from .values import DATETIME_UNITS, value_key
 
 __all__ = ["Rule", "parse_rule", "RuleError"]
 
@@ -150,7 +150,9 @@ def _tokens(text: str) -> list[tuple[str, Any]]:
             out.append(("value", raw[1:-1]))
         elif kind == "num":
             f = float(raw)
-            out.append(("value", int(f) if re.fullmatch(r"-?\d+", raw) else f))
+            if not math.isfinite(f) or abs(f) >= 2**53:
+                raise RuleError(f"rule {text!r}: the number {raw[:20]}{'...' if len(raw) > 20 else ''} is too large")
+            out.append(("value", int(raw) if re.fullmatch(r"-?\d+", raw) else f))
         elif kind == "word":
             low = raw.lower()
             if low in ("true", "false"):
@@ -296,6 +298,9 @@ def check_rules(rules: Sequence[Rule], columns: dict[str, Any]) -> None:
                     if not (s.numeric and s.binning == "exact"):
                         raise bad(f"compares columns {node.left!r} and {node.right!r}: both must be integer or "
                                   f"datetime columns with \"binning\": \"exact\" (one code per value), {c!r} is not")
+                a, b = columns[node.left], columns[node.right]
+                if a.type != b.type or (a.type == "datetime" and a.unit != b.unit):
+                    raise bad(f"compares columns {node.left!r} and {node.right!r} of different kinds or units")
                 continue
             spec = columns[node.column]
             lits = node.values if isinstance(node, Member) else (node.value,)
@@ -331,14 +336,21 @@ def check_rules(rules: Sequence[Rule], columns: dict[str, Any]) -> None:
 
 
 def datetime_units(spec: Any, text: str, bad=None) -> float:
-    """A date literal in the column's units since the epoch (as the encoder codes its values)."""
+    """A date literal in the column's units since the epoch, with its fraction (``'2000-07-01 12:00'``
+    is half a day past a day column's ``2000-07-01``: the comparisons then round it the right way)."""
     import pandas as pd
 
     try:
         t = pd.Timestamp(text)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):
         t = None
-    if t is None or pd.isna(t):
+    if t is None or pd.isna(t) or str(text).strip().lower() in ("now", "today"):
         msg = f"{text!r} is not a date"
         raise (bad(msg) if bad else RuleError(msg))
-    return timestamp_units(t, DATETIME_UNITS[spec.unit])
+    if t.tzinfo is not None:
+        t = t.tz_convert("UTC").tz_localize(None)
+    try:
+        return t.as_unit("ns").value / DATETIME_UNITS[spec.unit]
+    except (OverflowError, ValueError):
+        msg = f"{text!r} is outside the dates a column can hold"
+        raise (bad(msg) if bad else RuleError(msg)) from None
