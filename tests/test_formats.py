@@ -92,3 +92,21 @@ def test_parquet_output_has_the_input_dtypes_and_a_saved_model_keeps_them(tmp_pa
     (tmp_path / "m" / "model.json").write_text(json.dumps(info))
     with pytest.raises(ValueError):
         privmarg.load(tmp_path / "m")
+
+
+def test_a_null_marker_stays_a_category_of_a_categorical_column(tmp_path):
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"c": pd.Categorical(rng.choice(["a", "b", "?"], 500), categories=["a", "b", "?"]),
+                       "x": rng.integers(0, 5, 500)})
+    schema = {"columns": {"c": {"type": "categorical", "values": ["a", "b"], "null": "?"},
+                          "x": {"type": "integer", "min": 0, "max": 4}}}
+    out = privmarg.MST(2.0, 1e-9, seed=0).fit(df, schema).sample(300)
+    assert isinstance(out["c"].dtype, pd.CategoricalDtype) and list(out["c"].cat.categories) == ["a", "b", "?"]
+    assert (out["c"] == "?").any() and out["c"].notna().all()
+    # repeated columns: the format recording steps aside, the reading refuses them in one line
+    from privmarg.data import DataError
+    from privmarg.preprocess import TableEncoder
+    from privmarg.schema import Schema
+
+    with pytest.raises(DataError, match="more than once"):
+        TableEncoder(Schema.from_dict(schema)).fit_encode(pd.concat([df, df[["x"]]], axis=1))

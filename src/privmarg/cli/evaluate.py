@@ -156,7 +156,7 @@ def _add_extras(result: dict, real_d, synth_d, test_d, seed: int, info: dict, *,
 
         try:
             with err.status("sdmetrics QualityReport..."):
-                result["sdmetrics"] = sdmetrics_quality(frames["real"], frames["synthetic"], schema)
+                result["sdmetrics"] = sdmetrics_quality(frames["real"], frames["synthetic"], schema, encoder)
         except Exception as e:  # a third-party report must not lose ours
             err.print(f"warning: sdmetrics QualityReport failed, left out: {one_line(e)}", highlight=False)
     if run:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..schema import Schema
 
-__all__ = ["sdmetrics_available", "sdmetrics_metadata", "sdmetrics_quality"]
+__all__ = ["normalised", "sdmetrics_available", "sdmetrics_metadata", "sdmetrics_quality"]
 
 _SDTYPES = {"categorical": "categorical", "boolean": "boolean", "integer": "numerical", "float": "numerical",
             "datetime": "datetime"}
@@ -34,9 +35,33 @@ def sdmetrics_metadata(schema: Schema | None, columns: list[str]) -> dict:
     return {"columns": {c.name: {"sdtype": _SDTYPES[c.type]} for c in schema if c.name in columns}}
 
 
-def sdmetrics_quality(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema | None = None) -> dict[str, Any]:
+def normalised(frame: pd.DataFrame, encoder: Any) -> pd.DataFrame:
+    """``frame`` read the way the schema reads it (null markers, boolean labels such as yes/no, values
+    outside the listed categories as the other label, bounds clipped), so both tables reach sdmetrics
+    in one form: categories as the schema's labels, numbers as numbers (datetimes in their units),
+    missing values as NaN/None."""
+    prepared = encoder._prepare(frame)
+    out = {}
+    for col in encoder.schema:
+        v = prepared[col.name]
+        if col.numeric:
+            out[col.name] = v.astype(float)
+            continue
+        labels = np.empty(len(encoder.codecs_[col.name].labels()), dtype=object)
+        labels[:] = encoder.codecs_[col.name].labels()
+        obj = np.full(len(v), None, dtype=object)
+        ok = v >= 0
+        obj[ok] = labels[v[ok]]
+        out[col.name] = obj
+    return pd.DataFrame(out)
+
+
+def sdmetrics_quality(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema | None = None,
+                      encoder: Any = None) -> dict[str, Any]:
     """sdmetrics' QualityReport of ``synthetic`` against ``real`` (raw tables through ``schema``,
-    or integer codes without one): ``{"score": 0–1, "properties": {name: 0–1 or None}, "version": ...}``;
+    or integer codes without one; with the schema's ``encoder`` both tables are first read the way
+    the schema reads them, :func:`normalised`): ``{"score": 0–1, "properties": {name: 0–1 or None},
+    "version": ...}``;
     higher is better; None where sdmetrics has nothing to score (Column Pair Trends counts only
     pairs associated strongly in the real table). Columns outside the schema are left out."""
     import sdmetrics
@@ -48,8 +73,13 @@ def sdmetrics_quality(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schem
         from sdmetrics.reports.single_table import QualityReport
         unified = False
 
+    if encoder is not None:  # both tables as the schema reads them (datetimes as numbers of units)
+        real, synthetic, schema = normalised(real, encoder), normalised(synthetic, encoder), encoder.schema
     cols = [c for c in (schema.names if schema is not None else real.columns) if c in real and c in synthetic]
     meta = sdmetrics_metadata(schema, cols)
+    if encoder is not None:
+        meta = {"columns": {c: {"sdtype": "numerical" if spec["sdtype"] == "datetime" else spec["sdtype"]}
+                            for c, spec in meta["columns"].items()}}
     real, synthetic = real[cols].copy(), synthetic[cols].copy()
     for c, spec in meta["columns"].items():
         if spec["sdtype"] == "datetime":  # parsed the same way on both sides

@@ -79,7 +79,7 @@ def input_formats(schema: Schema, df: Any) -> dict[str, dict]:
     never values: a categorical's own category list can be read off the data, so the output's
     categories are the schema's public values."""
     out: dict[str, dict] = {}
-    if not isinstance(df, pd.DataFrame):
+    if not isinstance(df, pd.DataFrame) or not df.columns.is_unique:  # (the reading refuses repeated columns)
         return out
     for col in schema:
         if col.name not in df.columns:
@@ -111,12 +111,14 @@ def _checked_formats(formats: Any, schema: Schema) -> dict[str, dict]:
     return out
 
 
-def _as_input(col: pd.Series, codec: "ColumnCodec", fmt: dict | None) -> pd.Series:
-    """A decoded column stored as the input stored it (see :func:`input_formats`)."""
+def _as_input(col: pd.Series, codec: "ColumnCodec", fmt: dict | None, extra: tuple = ()) -> pd.Series:
+    """A decoded column stored as the input stored it (see :func:`input_formats`); ``extra``:
+    categories besides the schema's values (the text of a missing value). The categories' order is
+    the schema's."""
     if not fmt:
         return col
     if "category" in fmt:
-        cats = codec.labels()
+        cats = list(dict.fromkeys(list(codec.labels()) + list(extra)))
         return pd.Series(pd.Categorical(col, categories=cats, ordered=fmt["ordered"]))
     return col.astype(f"datetime64[{fmt['datetime_unit']}]")
 

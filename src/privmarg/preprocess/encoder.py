@@ -367,9 +367,12 @@ class TableEncoder:
             col = _decode_column(self.codecs_[name], codes[:, j].astype(np.int64), rng, midpoint,
                                  None if exact is None else exact.get(name), pos.get(j))
             spec = self.codecs_[name].spec
-            col = _as_input(col, self.codecs_[name], getattr(self, "formats_", {}).get(name))
-            if spec.null:  # missing values written as the input wrote them
-                col = col.astype(object).where(col.notna(), spec.null[0])
+            fmt = getattr(self, "formats_", {}).get(name)
+            if spec.null:  # missing values written as the input wrote them (a category of their own)
+                col = _as_input(col.astype(object).where(col.notna(), spec.null[0]), self.codecs_[name], fmt,
+                                extra=(spec.null[0],))
+            else:
+                col = _as_input(col, self.codecs_[name], fmt)
             out[name] = col
         return pd.DataFrame(out)
 
