@@ -108,7 +108,8 @@ def synth(
             synthetic = _sample(mech, rows)
         files = [(output, table_writer(synthetic, output))]
         enc = getattr(mech, "encoder_", None)
-        for note in [*getattr(enc, "warnings_", []), *getattr(enc, "zero_notes_", [])]:
+        notes = [getattr(enc, k, []) for k in ("warnings_", "zero_notes_", "rule_notes_")]
+        for note in [n for part in notes for n in part]:
             err.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
         if report is not None:
             files.append((report, json_writer(build_report(mech, method_l, len(synthetic)))))

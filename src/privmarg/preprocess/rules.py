@@ -94,7 +94,7 @@ def protected_values(rules: Sequence[Rule], columns: dict[str, ColumnSpec]) -> d
 
 # ---------------------------------------------------------------------------------- cuts
 def cut_codec(codec: Any, cuts: Sequence[float], atoms: Sequence[float] = ()) -> Any:
-    """``codec`` (a numeric :class:`~privmarg.preprocess.encoder.ColumnCodec`) with each cut inside
+    """``codec`` (a numeric :class:`~privmarg.preprocess.encoder.ColumnCodec`, changed in place) with each cut inside
     its range made a bin edge and each of ``atoms`` a code of its own. An adaptive codec's leaves
     are split at the cut too (the split leaf's noisy share divided by width) and each bin's
     within-bin shares renormalised."""
@@ -184,11 +184,13 @@ class _Numeric:
 
 
 class _Category:
-    """The base values of a categorical/boolean column's codes (``member[code, base]``) or rows
-    (``base`` per row, -1 missing)."""
+    """The base values of a categorical/boolean column's codes (``member[code, base]``, laid along
+    ``shape`` when given: the column's axis of a rule's grid) or rows (``base`` per row, -1 missing)."""
 
-    def __init__(self, member=None, base=None, null=None):
-        self.member, self.base, self.null = member, base, null
+    def __init__(self, member=None, base=None, null=None, shape=None):
+        self.member, self.base, self.shape = member, base, shape
+        self.flat_null = null
+        self.null = null if shape is None else null.reshape(shape)
 
     def isin(self, codes: list[int]):
         if self.base is not None:
@@ -196,7 +198,8 @@ class _Category:
             return hit & ~self.null, ~hit | self.null
         inside = self.member[:, codes].sum(axis=1) if codes else np.zeros(len(self.member))
         size = self.member.sum(axis=1)
-        return (inside > 0) & ~self.null, (inside < size) | self.null
+        t, f = (inside > 0) & ~self.flat_null, (inside < size) | self.flat_null
+        return (t, f) if self.shape is None else (t.reshape(self.shape), f.reshape(self.shape))
 
 
 def _truth(e: Expr, cols: dict[str, Any], specs: dict[str, ColumnSpec]):
@@ -306,7 +309,7 @@ def rule_zeros(rules: Sequence[Rule], codecs: dict[str, Any], domain: Domain) ->
                 desc[a] = _Numeric(d.lo.reshape(shape), d.hi.reshape(shape), d.open.reshape(shape),
                                    d.null.reshape(shape), d.lo_open.reshape(shape))
             else:
-                desc[a] = _GridCategory(d.member, d.null, shape)
+                desc[a] = _Category(member=d.member, null=d.flat_null, shape=shape)
         t, f = _truth(rule.expr, desc, specs)
         t, f = np.broadcast_to(t, domain.sizes(attrs)), np.broadcast_to(f, domain.sizes(attrs))
         undecided = int((t & f).sum())
@@ -316,22 +319,6 @@ def rule_zeros(rules: Sequence[Rule], codecs: dict[str, Any], domain: Domain) ->
         if (~t).any():
             zeros.append(StructuralZero(attrs, ~t))
     return zeros, notes
-
-
-class _GridCategory(_Category):
-    """A column's code descriptors laid along its axis of the rule's grid."""
-
-    def __init__(self, member, null, shape):
-        super().__init__(member=member, null=null)
-        self.shape = shape
-        self.flat_null = null
-        self.null = null.reshape(shape)
-
-    def isin(self, codes: list[int]):
-        inside = self.member[:, codes].sum(axis=1) if codes else np.zeros(len(self.member))
-        size = self.member.sum(axis=1)
-        t, f = (inside > 0) & ~self.flat_null, (inside < size) | self.flat_null
-        return t.reshape(self.shape), f.reshape(self.shape)
 
 
 def broken(rule: Rule, prepared: dict[str, np.ndarray], specs: dict[str, ColumnSpec]) -> np.ndarray:

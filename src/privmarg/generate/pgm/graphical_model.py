@@ -117,11 +117,7 @@ class GraphicalModel:
             return hit
         if not attrs:
             return np.array([self.total])
-        s = frozenset(attrs)
-        best = None
-        for i, c in enumerate(self._clique_sets):
-            if s <= c and (best is None or self.marginals[i].size < self.marginals[best].size):
-                best = i
+        best = self._smallest_clique(attrs)
         wider = self.__dict__.setdefault("_wider", {})  # models pickled before this index lack it
         if best is not None:
             ax = sum_axes(attrs, self.tree.cliques[best])
@@ -140,6 +136,15 @@ class GraphicalModel:
                 wider.setdefault(attrs[:j] + attrs[j + 1:], (attrs, j))
         return out
 
+    def _smallest_clique(self, attrs: Sequence[str]) -> int | None:
+        """The index of the smallest clique holding every one of ``attrs`` (None: no clique does)."""
+        s = frozenset(attrs)
+        best = None
+        for i, c in enumerate(self._clique_sets):
+            if s <= c and (best is None or self.marginals[i].size < self.marginals[best].size):
+                best = i
+        return best
+
     def project_many(self, cliques: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """``[self.project(r, cache=False) for r in cliques]``, the cliques inside one maximal clique
         summed from it by a shared tree of partial sums (:func:`~.sum_tree.marginals_of`): one pass
@@ -150,12 +155,7 @@ class GraphicalModel:
         inside: dict[int, list[int]] = {}
         for k, r in enumerate(cliques):
             canon = self.domain.canonical(r)
-            s = frozenset(r)
-            best = None
-            if canon == r and r and len(s) == len(r):
-                for i, c in enumerate(self._clique_sets):
-                    if s <= c and (best is None or self.marginals[i].size < self.marginals[best].size):
-                        best = i
+            best = self._smallest_clique(r) if canon == r and r and len(set(r)) == len(r) else None
             if best is None or self.marginals[best].size < SHARED_SUM_CELLS:
                 out[k] = self.project(r, cache=False)
             else:
