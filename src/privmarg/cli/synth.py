@@ -107,10 +107,7 @@ def synth(
             progress(1.0, 1.0, "sampling")
             synthetic = _sample(mech, rows)
         files = [(output, table_writer(synthetic, output))]
-        enc = getattr(mech, "encoder_", None)
-        notes = [getattr(enc, k, []) for k in ("warnings_", "zero_notes_", "rule_notes_")]
-        for note in [n for part in notes for n in part]:
-            err.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+        _print_encoder_notes(getattr(mech, "encoder_", None))
         if report is not None:
             files.append((report, json_writer(build_report(mech, method_l, len(synthetic)))))
         if save_model is not None:
@@ -124,6 +121,13 @@ def synth(
     except (UsageProblem, BudgetExceededError, DataError, ValueError, KeyError, OSError) as e:
         fail(one_line(e))
     _print_summary(mech, len(synthetic), output, report, save_model, t0)
+
+def _print_encoder_notes(enc) -> None:
+    """The encoder's warnings and its notes on structural zeros and rules."""
+    for key in ("warnings_", "zero_notes_", "rule_notes_"):
+        for note in getattr(enc, key, []):
+            err.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+
 
 def _warn_before_spending(epsilon, delta, seed) -> None:
     for line in budget_warnings(epsilon, delta):
