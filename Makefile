@@ -11,8 +11,7 @@ OUTDIR ?= out
 $(BIN)/.core: pyproject.toml
 	$(PY) -m venv $(VENV)
 	@echo "installing privmarg and its core dependencies (numpy, scipy, pandas, pyarrow, typer, rich) into $(VENV)/"
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install --progress-bar off -e .
+	$(BIN)/pip install --progress-bar off --no-compile -e .  # bytecode is written on first import, for what is used
 	touch $@
 
 # everything the test suite exercises: torch first and pinned (an unpinned torch pulls a multi-GB
