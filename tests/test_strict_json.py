@@ -70,3 +70,19 @@ def test_yaml_schemas_refuse_repeated_keys(tmp_path):
     dup.write_text("columns:\n  a: {type: categorical, values: [x, y]}\n  a: {type: categorical, values: [z]}\n")
     with pytest.raises(ValueError, match="appears twice"):
         Schema.load(dup)
+
+
+def test_deep_nesting_is_a_value_error_everywhere_json_is_read(tmp_path):
+    """A file of 100,000 nested brackets (200 KB) is refused as bad input, by the reader every
+    privmarg file goes through, and so by the saved-model loader."""
+    import privmarg
+    from privmarg.core import strict_json
+
+    deep = "[" * 100000 + "]" * 100000
+    with pytest.raises(ValueError, match="nested too deeply"):
+        strict_json.loads(deep)
+    m = privmarg.MST(1.0, 1e-9, seed=0).fit(*privmarg.datasets.load("adult"))
+    m.save(tmp_path / "m")
+    (tmp_path / "m" / "model.json").write_text(deep)
+    with pytest.raises(ValueError, match="corrupted"):
+        privmarg.load(tmp_path / "m")

@@ -21,10 +21,14 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads(text: str | bytes, **kw: Any) -> Any:
-    """``json.loads`` refusing repeated keys (:class:`DuplicateKey`, a ``ValueError``)."""
-    return json.loads(text, object_pairs_hook=_unique, **kw)
+    """``json.loads`` refusing repeated keys (:class:`DuplicateKey`, a ``ValueError``) and nesting
+    too deep for the parser (a ``ValueError``, not the interpreter's RecursionError)."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique, **kw)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def load(fh: IO, **kw: Any) -> Any:
-    """``json.load`` refusing repeated keys (:class:`DuplicateKey`, a ``ValueError``)."""
-    return json.load(fh, object_pairs_hook=_unique, **kw)
+    """:func:`loads` of a file's text."""
+    return loads(fh.read(), **kw)
