@@ -123,6 +123,13 @@ class Synthesizer(Released):
         t0 = time.perf_counter()
         rho_given = self.rho is not None
         schema = as_schema(domain) if domain is not None and not isinstance(domain, Domain) else None
+        self.public_schema_notes_: list[str] = []
+        if schema is not None and public is not None and not _is_source(public):
+            public = read_table(public) if isinstance(public, (str, Path)) else public
+            if isinstance(public, pd.DataFrame):  # the public table settles DP bounds and values for free
+                from .preprocess.public_schema import refine_with_public
+
+                schema, self.public_schema_notes_ = refine_with_public(schema, public)
         delta_disc = 0.0
         self.rho_total = self._calibrate()  # the target's, whatever an earlier failed fit set
         if schema is not None and schema.requires_delta and rho_given:

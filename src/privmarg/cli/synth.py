@@ -107,7 +107,7 @@ def synth(
             progress(1.0, 1.0, "sampling")
             synthetic = _sample(mech, rows)
         files = [(output, table_writer(synthetic, output))]
-        _print_encoder_notes(getattr(mech, "encoder_", None))
+        _print_encoder_notes(getattr(mech, "encoder_", None), getattr(mech, "public_schema_notes_", []))
         if report is not None:
             files.append((report, json_writer(build_report(mech, method_l, len(synthetic)))))
         if save_model is not None:
@@ -122,11 +122,12 @@ def synth(
         fail(one_line(e))
     _print_summary(mech, len(synthetic), output, report, save_model, t0)
 
-def _print_encoder_notes(enc) -> None:
-    """The encoder's warnings and its notes on structural zeros and rules."""
-    for key in ("warnings_", "zero_notes_", "rule_notes_"):
-        for note in getattr(enc, key, []):
-            err.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+def _print_encoder_notes(enc, public_notes=()) -> None:
+    """What the public table settled in the schema, the encoder's warnings and its notes on
+    structural zeros and rules."""
+    notes = list(public_notes) + [n for key in ("warnings_", "zero_notes_", "rule_notes_") for n in getattr(enc, key, [])]
+    for note in notes:
+        err.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
 
 
 def _warn_before_spending(epsilon, delta, seed) -> None:

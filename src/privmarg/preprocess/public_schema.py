@@ -1,0 +1,46 @@
+"""A public table settles what a schema left to DP steps: ``"values": "dp"`` takes the public table's
+values, ``"bounds": "dp"`` its range. Reads the public table only: no privacy cost, and the budget
+and δ those DP steps would have spent stay with the model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..schema import Schema
+from .discovery import _order, key_value
+from .reading import _prepare_column
+
+
+def refine_with_public(schema: Schema, public: pd.DataFrame) -> tuple[Schema, list[str]]:
+    """(the schema with its DP bounds and DP values taken from ``public``, one note per column so
+    settled). A DP-values column keeps the public table's ``max_values`` most frequent values (the
+    private data's other values become the column's other value, as after DP discovery); a DP-bounds
+    column gets the public values' range (private values outside it are clipped, as to written
+    bounds). Columns the public table lacks, or holds only missing values of, keep their DP step."""
+    cols, notes = [], []
+    for col in schema:
+        if not (col.dp_values or col.dp_bounds) or col.name not in public.columns:
+            cols.append(col)
+            continue
+        prepared = _prepare_column(col, public[col.name])
+        if col.dp_bounds:
+            x = prepared[~np.isnan(prepared)]
+            if not x.size:
+                cols.append(col)
+                continue
+            spec = col.with_bounds(float(x.min()), float(x.max()))
+            notes.append(f"column {col.name!r}: bounds [{spec.min}, {spec.max}] from the public table (no DP step)")
+        else:
+            keys = pd.Series(prepared[prepared != np.array(None)], dtype=object)
+            counts = keys.value_counts(sort=False)
+            ranked = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))
+            values = [key_value(str(k)) for k, _ in ranked]
+            values = [v for v in values if v is not None and not (col.other and v == col.other_label)]
+            if not values:
+                cols.append(col)
+                continue
+            spec = col.with_values(sorted(values[:col.max_values], key=_order))
+            notes.append(f"column {col.name!r}: {len(spec.values)} value(s) from the public table (no DP step)")
+        cols.append(spec)
+    return Schema(cols, schema.source, draft=schema.draft, rules=schema.rules), notes
