@@ -34,6 +34,8 @@ TITANIC = folder("titanic")
 DATASETS = {
     **{f"adult-{p}": (ADULT, "private.csv.gz", f"public-{p}.csv.gz") for p in ("025", "050", "075", "100")},
     "titanic": (TITANIC, "private.csv.gz", "public.csv.gz"),
+    # two decades of the GSS (benchmarks/gss_pair.py): 2010-2018 private, 2000-2008 public
+    "gss": (ROOT / "benchmarks" / "data" / "gss", "private.csv.gz", "public.csv.gz"),
 }
 EPSILONS = [0.1, 0.3, 1.0, 3.0]
 METHODS = ["jam", "aim"]

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from privmarg import AIM, JAM, Dataset, Domain, StructuralZero
+from privmarg.core import Measurement
 from privmarg.cli import app
 from privmarg.evaluation import workload_error
 from privmarg import registry
@@ -105,7 +106,7 @@ def test_far_public_data_is_mostly_measured_privately():
 def test_ledger_and_frugal_budgeting(epsilon):
     data = chain_table(3000, seed=1)
     public = chain_table(500, seed=7, flip=0.3)  # similar but biased
-    jam = JAM(epsilon, 1e-6, workload="all-2way", rounds=8, seed=3, **FAST).fit(data, public=public)
+    jam = JAM(epsilon, 1e-6, workload="all-2way", rounds=8, alpha=0.2, seed=3, **FAST).fit(data, public=public)
     spent = check_ledger(jam)
     rho = cdp_rho(epsilon, 1e-6)
     assert jam.rho_total == pytest.approx(rho, rel=1e-12)
@@ -196,8 +197,8 @@ def test_final_iters_zero_samples_the_last_rounds_model():
     """``final_iters=0``: as in the paper, the records come from the last round's estimate, with no
     further fitting; by default (5) the released model goes on from it in float64."""
     data, public = chain_table(3000), chain_table(2000, seed=5, flip=0.3)
-    default = JAM(1.0, 1e-9, rounds=6, seed=2).fit(data, public=public)
-    assert default.final_iters == 5 and 0 < default.model_.info.iterations <= 5
+    default = JAM(1.0, 1e-9, rounds=6, seed=2, final_iters=5).fit(data, public=public)
+    assert 0 < default.model_.info.iterations <= 5
     assert default.model_.marginals[0].dtype == np.float64
     assert default.model_.info.loss < default.selection_.model.info.loss
     mech = JAM(1.0, 1e-9, rounds=6, seed=2, final_iters=0).fit(data, public=public)
@@ -235,3 +236,66 @@ def test_selector_alone_refits_like_the_preset():
     assert [(m.attrs, m.source) for m in a.measurements_] == [(m.attrs, m.source) for m in b.measurements_]
     for m, n in zip(a.measurements_, b.measurements_):
         np.testing.assert_array_equal(m.y, n.y)
+
+
+def test_noise_ratio_closed_form():
+    from privmarg.select.jam import noise_ratio, precise_measurements
+
+    # σ = Δ₂ / √(2(1 − α)ρ/T); ratio = √(2/π)·σ·cells/N
+    rho, T, alpha, l2, n, cells = 0.5, 30, 0.2, math.sqrt(2), 10_000, 400
+    sigma = l2 / math.sqrt(2 * 0.8 * rho / T)
+    assert noise_ratio(rho, T, alpha, l2, n, cells) == pytest.approx(math.sqrt(2 / math.pi) * sigma * cells / n)
+    # the boundary: precise exactly when the paper's plan gives a ratio of at most 1
+    edge = (math.sqrt(2 / math.pi) * cells / n) ** 2 * l2**2 * T / (2 * 0.8)  # ρ where the ratio is 1
+    assert precise_measurements(edge * 1.01, l2, n, cells) and not precise_measurements(edge * 0.99, l2, n, cells)
+
+
+@pytest.mark.parametrize("epsilon,precise", [(0.05, False), (20.0, True)])
+def test_budget_decides_the_plan(epsilon, precise):
+    """Noisy rounds: the paper's T = 30, α = 0.2 and 5 final iterations; precise rounds: T = 60,
+    α = 0.1 and a final fit of up to 100 iterations (a hint to the generator)."""
+    data, public = chain_table(3000), chain_table(2000, seed=5, flip=0.3)
+    jam = JAM(epsilon, 1e-9, seed=0).fit(data, public=public)
+    x = jam.selection_.extra
+    assert x["precise"] is precise
+    assert (x["rounds"], x["alpha"]) == ((60, 0.1) if precise else (30, 0.2))
+    assert all(e["rho_select"] == pytest.approx(x["alpha"] * e["rho_round"]) for e in jam.log_)
+    assert jam.selection_.hints == ({"iters": 100, "method": "momentum"} if precise else {})
+    assert jam.model_.info.iterations <= (100 if precise else 5)
+    if precise:
+        assert jam.model_.info.iterations > 5
+    # the user's own settings win
+    mine = JAM(epsilon, 1e-9, seed=0, rounds=7, alpha=0.3, final_iters=3).fit(data, public=public)
+    assert (mine.selection_.extra["rounds"], mine.selection_.extra["alpha"]) == (7, 0.3)
+    assert mine.selection_.hints == {} and mine.model_.info.iterations <= 3
+
+
+def test_a_private_measurement_supersedes_public_answers_inside_it():
+    data, public = chain_table(3000), chain_table(2000, seed=5, flip=0.3)
+    for supersede in (True, False):
+        jam = JAM(1.0, 1e-9, seed=3, rounds=12, workload="all-2way", supersede=supersede).fit(data, public=public)
+        private = [set(m.attrs) for m in jam.measurements_ if m.source == "private"]
+        seen = 0
+        for i, m in enumerate(jam.measurements_):
+            if m.source != "public":
+                continue
+            later = [set(x.attrs) for x in jam.measurements_[i + 1:] if x.source == "private"]
+            covered = any(set(m.attrs) <= p for p in later)
+            seen += covered
+            assert (m.weight == 0) == (supersede and covered)
+            if m.weight == 0:
+                assert set(m.meta["superseded_by"]) in private
+        # every public answer stays on the record either way
+        assert len(jam.public_marginals_) + len(jam.private_marginals_) == len(jam.log_)
+        assert seen > 0  # the case arises in this run
+
+
+def test_pgm_iters_hint_replaces_the_cap_for_one_fit():
+    from privmarg.generate import PGM
+
+    data = chain_table(2000)
+    ms = [Measurement(c, np.ravel(data.project(c)), 1.0) for c in [("a", "b"), ("b", "c")]]
+    gen = PGM(iters=3, tol=0)
+    assert gen.generate(ms, data.domain).info.iterations == 3
+    assert gen.generate(ms, data.domain, iters=40).info.iterations == 40
+    assert gen.iters == 3  # the generator itself is unchanged

@@ -17,7 +17,7 @@ from .select.base import check_positive
 from .select.compress import Compressed
 from .select.independent import IndependentSelector
 from .select.jam import LOOP as JAM_LOOP
-from .select.jam import JAMSelector
+from .select.jam import PRECISE_FINAL_ITERS, JAMSelector
 from .select.kway import KWaySelector
 from .select.mst import MSTSelector
 from .select.mwem import MWEMSelector
@@ -28,6 +28,8 @@ from .synth import Synthesizer
 # 20-80 MB models 250 iterations a round took 4-7 min a fit and gave no lower error than 50
 # (benchmarks/RESULTS.md, "AIM on fire in minutes"); models up to 4 MB (adult) are unaffected.
 AIM_WORK_MB = 100.0
+#: JAM's final iterations when its measurements are noisy (the loop model plus a few in float64)
+JAM_FINAL_ITERS = 5
 
 
 class AIM(Synthesizer):
@@ -153,14 +155,19 @@ class JAM(Synthesizer):
     """JAM-PGM (Fuentes et al., AISTATS 2024): adaptive joint selection of private and public marginals.
 
     ``fit(private, domain, public=table)``. Parameters: ``workload`` (default all 3-way); ``rounds``
-    T (30); ``alpha`` the share of each round's budget for *selection* (0.2); ``max_model_size`` (MB);
+    T and ``alpha``, the share of each round's budget for *selection* (None: by the budget — the
+    paper's T = 30, α = 0.2, or T = 60, α = 0.1 with a converged final fit of 100 iterations when a
+    round measures a mean-sized workload marginal with less L1 noise than N:
+    :func:`~privmarg.select.jam.precise_measurements`); ``max_model_size`` (MB);
     ``iters`` estimation iterations per round (5, warm started when ``warm_start``), with the
     preconditioned step (``refit_method``) on float32 tables (``refit_dtype``: the loop model only
     ranks candidates; the released model is recomputed in float64); ``final_iters`` more after the
-    last round, in float64 (5; 0 samples the last round's model, as the paper does). The
-    warm-started loop model has had ``rounds × iters`` iterations by the end; more per round did
-    not lower the workload error on adult at ε = 0.1 (benchmarks/RESULTS.md, "JAM speed (issue 18)"); ``weighting``
-    (``"equal"``, ``"mle"``, ``"inv_sigma"``) of measurements in the loss. Privacy: ``rho``-zCDP under
+    last round, in float64 (None: 5, or 100 when the measurements are precise; 0 samples the last
+    round's model, as the paper does). With noisy measurements, more iterations per round or at the
+    end fit the noise: they did not lower the workload error on adult at ε ≤ 1 (benchmarks/RESULTS.md,
+    "JAM speed (issue 18)", "Public data that never hurts"); ``weighting``
+    (``"equal"``, ``"mle"``, ``"inv_sigma"``) of measurements in the loss; ``supersede``: a private
+    measurement takes the public answers inside it out of the loss. Privacy: ``rho``-zCDP under
     replace-one neighbours (N is public and rescales the public answers); budget left after the last
     round (public choices) is unspent.
     ``public_marginals_`` / ``private_marginals_`` say which marginals came from where.
@@ -169,8 +176,9 @@ class JAM(Synthesizer):
     default_neighbour = "replace_one"
 
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
-                 rounds: int = 30, alpha: float = 0.2, max_model_size: float = 80.0, iters: int = JAM_LOOP["iters"],
-                 final_iters: int = 5, tol: float = JAM_LOOP["tol"], weighting: str = "equal", warm_start: bool = True,
+                 rounds: int | None = None, alpha: float | None = None, max_model_size: float = 80.0,
+                 iters: int = JAM_LOOP["iters"], final_iters: int | None = None, tol: float = JAM_LOOP["tol"],
+                 weighting: str = "equal", warm_start: bool = True, supersede: bool = True,
                  refit_method: str = JAM_LOOP["method"], refit_dtype: str = JAM_LOOP["dtype"], generator: Any = None, **kw):
         if refit_method not in METHODS:
             raise ValueError(f"refit_method must be one of {METHODS}")
@@ -179,10 +187,13 @@ class JAM(Synthesizer):
         self.workload, self.rounds, self.alpha, self.max_model_size = workload, rounds, alpha, max_model_size
         self.iters, self.final_iters, self.tol, self.weighting, self.warm_start = (
             iters, final_iters, tol, weighting, warm_start)
-        self.refit_method, self.refit_dtype = refit_method, refit_dtype
+        self.refit_method, self.refit_dtype, self.supersede = refit_method, refit_dtype, supersede
         sel = JAMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, weighting=weighting,
-                          warm_start=warm_start, loop=PGM(iters=iters, tol=tol, method=refit_method, dtype=refit_dtype))
-        gen = generator if generator is not None else PGM(iters=final_iters, tol=tol / 10, method=refit_method)
+                          warm_start=warm_start, supersede=supersede,
+                          precise_final_iters=PRECISE_FINAL_ITERS if final_iters is None else None,
+                          loop=PGM(iters=iters, tol=tol, method=refit_method, dtype=refit_dtype))
+        gen = generator if generator is not None else PGM(
+            iters=JAM_FINAL_ITERS if final_iters is None else final_iters, tol=tol / 10, method=refit_method)
         super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
         if self.neighbour != "replace_one":
             raise ValueError("JAM needs replace-one neighbours: the public answers are rescaled by the "

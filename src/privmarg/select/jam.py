@@ -8,6 +8,8 @@ measurement budget for later rounds ("frugal budgeting").
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -15,9 +17,32 @@ import numpy as np
 from ..core import Measurement
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
 from .adaptive import SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState
-from .base import check_fraction, check_rounds, default_loop
+from .base import Selection, check_fraction, check_rounds, default_loop
 
 WEIGHTINGS = ("equal", "mle", "inv_sigma")
+#: (rounds T, selection share α) of the JAM paper, for noisy measurements
+PAPER_PLAN = (30, 0.2)
+#: (T, α) when a round's measurement is precise (:func:`precise_measurements`): AIM's share, more rounds
+PRECISE_PLAN = (60, 0.1)
+#: the final fit's iterations when the measurements are precise (AIM's final-fit floor)
+PRECISE_FINAL_ITERS = 100
+
+
+def noise_ratio(rho: float, rounds: int, alpha: float, l2: float, rows: float, cells: float) -> float:
+    """Expected L1 norm of the Gaussian noise on one round's private measurement of a marginal of
+    ``cells`` cells, relative to the record count: ``√(2/π)·σ·cells / N`` with σ the noise of a round
+    of ``ρ/T`` spending ``1 − α`` of it on the measurement (Δ₂ = ``l2``). Public inputs only (ρ, the
+    plan, the domain, N under replace-one)."""
+    sigma = l2 / math.sqrt(2.0 * (1.0 - alpha) * rho / rounds)
+    return SQRT_2_OVER_PI * sigma * cells / rows
+
+
+def precise_measurements(rho: float, l2: float, rows: float, workload_cells: float) -> bool:
+    """Whether the JAM paper's rounds measure a mean-sized workload marginal with noise below the
+    record count in L1 (:func:`noise_ratio` ≤ 1): then a private answer is informative about the whole
+    distribution, and JAM spends as AIM does (:data:`PRECISE_PLAN`, a converged final fit); otherwise
+    as the paper does, where a few warm-started iterations keep the model from fitting noise."""
+    return noise_ratio(rho, *PAPER_PLAN, l2, rows, workload_cells) <= 1.0
 # the model refitted every round unless a loop is given (the JAM preset's defaults)
 LOOP = {"iters": 5, "tol": 1e-4, "method": "precond", "dtype": "float32"}
 
@@ -31,7 +56,7 @@ def _weight(sigma: float, weighting: str) -> float:
 
 
 class JAMSelector(ClosureCandidates, AdaptiveSelector):
-    """``rounds`` T selections; round ``t`` has ``ρ_t = (ρ − ρ_used)/(T − t)``, ``alpha`` of it for the
+    """``rounds`` T selections (None: by the budget, see below); round ``t`` has ``ρ_t = (ρ − ρ_used)/(T − t)``, ``alpha`` of it for the
     selection (always charged, score sensitivity 4: a difference of two terms that each move by 2
     under replace-one) and the rest for a private measurement (Δ₂ = √2), charged only when chosen.
     ``weighting`` of measurements in the loop model's loss: ``"equal"`` (the paper), ``"mle"`` or
@@ -39,14 +64,20 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
     ``warm_start``: refit the loop model from the last one (else from scratch, as in the paper);
     ``loop``: the generator refitted every round (default: a graphical model, 5 preconditioned
     iterations on float32 tables, as in the JAM preset).
+    ``rounds`` and ``alpha`` None: the paper's (30, 0.2), or (60, 0.1) when the budget measures a
+    mean-sized workload marginal precisely (:func:`precise_measurements`, public inputs only); then
+    the selection asks its generator for ``precise_final_iters`` iterations (a hint; None: none).
+    ``supersede``: a private measurement of ``r`` takes the public answers inside ``r`` out of the loss
+    (the two would pull the model towards different answers on the same cells).
     Needs replace-one neighbours (N rescales the public answers) and ``ctx.public``.
     """
 
     name = "jam"
     label = "JAM"
 
-    def __init__(self, workload: Any = "all-3way", *, rounds: int = 30, alpha: float = 0.2,
-                 max_model_size: float = 80.0, weighting: str = "equal", warm_start: bool = True, loop: Any = None):
+    def __init__(self, workload: Any = "all-3way", *, rounds: int | None = None, alpha: float | None = None,
+                 max_model_size: float = 80.0, weighting: str = "equal", warm_start: bool = True, loop: Any = None,
+                 supersede: bool = True, precise_final_iters: int | None = PRECISE_FINAL_ITERS):
         # exact public marginals full of empty cells next to noisy private ones: the preconditioned
         # step reaches the optimum ~100x faster there than the momentum step (test_estimation); a
         # few warm-started iterations a round rank the candidates as well as a converged fit
@@ -54,8 +85,12 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         super().__init__(loop if loop is not None else default_loop(**LOOP), max_model_size)
         self.warm_start = bool(warm_start)
         self.workload = workload
-        self.rounds = check_rounds("rounds", rounds, allow_none=False)
-        self.alpha = check_fraction("alpha", alpha)
+        self.rounds = check_rounds("rounds", rounds)
+        self.alpha = None if alpha is None else check_fraction("alpha", alpha)
+        self.supersede = bool(supersede)
+        if precise_final_iters is not None and int(precise_final_iters) < 0:
+            raise ValueError("precise_final_iters must be >= 0 (or None)")
+        self.precise_final_iters = None if precise_final_iters is None else int(precise_final_iters)
         if weighting not in WEIGHTINGS:
             raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
         self.weighting = weighting
@@ -73,22 +108,27 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         proxy = dict(zip(cands, (scale * y for y in pub.marginals(cands))))  # public: free
         answers = s.answers(cands)  # private: only read to score a charged selection
         pub_err = {r: float(np.abs(a - proxy[r]).sum()) for r, a in zip(cands, answers)}
+        l2 = marginal_l2(s.neighbour)
+        cells = float(np.mean([state.domain.size(c) for c, _ in self.workload_]))
+        precise = precise_measurements(ctx.rho, l2, ctx.total, cells)
+        T, alpha = PRECISE_PLAN if precise else PAPER_PLAN
         state.extra.update(proxy=proxy, pub_err=pub_err, pub_done=set(), public_rows=int(pub.count()),
-                           l2=marginal_l2(s.neighbour), sens=2 * score_sensitivity(s.neighbour))
+                           l2=l2, sens=2 * score_sensitivity(s.neighbour), precise=precise,
+                           rounds=self.rounds or T, alpha=self.alpha if self.alpha is not None else alpha)
         return None  # the first round scores every candidate's private error as 0
 
     def plan(self, state: RoundState) -> RoundPlan | None:
-        T, rho = self.rounds, state.ctx.rho
+        T, rho = state.extra["rounds"], state.ctx.rho
         if state.t >= T:
             return None
         rho_t = max(0.0, rho - state.session.rho_spent) / (T - state.t)
         if rho_t <= 1e-12 * rho:
             return None
         state.extra["rho_t"] = rho_t
-        return round_plan(rho_t, 1 - self.alpha, state.extra["l2"])
+        return round_plan(rho_t, 1 - state.extra["alpha"], state.extra["l2"])
 
     def size_limit(self, state: RoundState, plan: RoundPlan) -> float:
-        return self.max_model_size * max(1.0 / self.rounds, state.session.rho_spent / state.ctx.rho)
+        return self.max_model_size * max(1.0 / state.extra["rounds"], state.session.rho_spent / state.ctx.rho)
 
     def score(self, state: RoundState, cands, plan: RoundPlan):
         x, dom, model = state.extra, state.domain, state.model
@@ -114,7 +154,13 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         r, s = option.clique, state.session
         w = _weight(plan.sigma, self.weighting)
         if option.source == "private":
-            return s.measure(r, plan.sigma, what=f"JAM round {state.t} measure {','.join(r)}", weight=w)
+            m = s.measure(r, plan.sigma, what=f"JAM round {state.t} measure {','.join(r)}", weight=w)
+            if self.supersede:  # public answers inside r leave the loss (kept in the record, weight 0)
+                inside = set(r)
+                s.measurements[:] = [replace(x, weight=0.0, meta={**x.meta, "superseded_by": list(r)})
+                                     if x.source == "public" and x.weight and set(x.attrs) <= inside else x
+                                     for x in s.measurements]
+            return m
         state.extra["pub_done"].add(r)
         # not a noisy release: weighted as if it had the noise of the measurement it replaced
         return s.record(Measurement(r, state.extra["proxy"][r], None, source="public", weight=w,
@@ -123,5 +169,16 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
 
     def after(self, state: RoundState, option: Option, plan: RoundPlan, before, entry: dict, prev) -> None:
         rho_t = state.extra["rho_t"]
-        entry.update(rho_round=rho_t, rho_select=self.alpha * rho_t,
-                     rho_measure=(1 - self.alpha) * rho_t if option.source == "private" else 0.0)
+        alpha = state.extra["alpha"]
+        entry.update(rho_round=rho_t, rho_select=alpha * rho_t,
+                     rho_measure=(1 - alpha) * rho_t if option.source == "private" else 0.0)
+
+    def final_selection(self, state: RoundState) -> Selection:
+        sel = super().final_selection(state)
+        x = state.extra
+        sel.extra.update(precise=x.get("precise", False), rounds=x.get("rounds"), alpha=x.get("alpha"))
+        if x.get("precise") and self.precise_final_iters is not None:
+            # the momentum step reaches the optimum in far fewer iterations than the preconditioned one
+            # once the measurements are precise (benchmarks/RESULTS.md, "Public data that never hurts")
+            sel.hints.update(iters=self.precise_final_iters, method="momentum")
+        return sel

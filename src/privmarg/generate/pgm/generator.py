@@ -105,15 +105,22 @@ class PGM:
 
     def generate(self, measurements: Sequence[Measurement], domain: Domain, *,
                  zeros: Sequence[StructuralZero] = (), total: float | None = None, warm: Any = None,
-                 seed: np.random.SeedSequence | None = None, progress=None, **extra: Any) -> GraphicalModel:
-        kw = dict(method=self.cold_method or self.method)
+                 seed: np.random.SeedSequence | None = None, progress=None, iters: int | None = None,
+                 method: str | None = None, **extra: Any) -> GraphicalModel:
+        """``iters`` and ``method``: this fit's iteration cap and step rule in place of the generator's
+        own (a selection's hints, as JAM's for a converged final fit); ``work_mb`` still lowers the cap
+        for a large model."""
+        if method is not None and method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}")
+        kw = dict(method=method or self.cold_method or self.method)
         if isinstance(warm, GraphicalModel) and warm.domain == domain:
-            kw = dict(warm=warm.potentials, step=warm.step_size, method=self.method,
+            kw = dict(warm=warm.potentials, step=warm.step_size, method=method or self.method,
                       precond_step=getattr(warm, "precond_step", None),  # models saved before it lack it
                       fit_new=self.fit_new)
         cliques = [m.attrs for m in measurements if m.attrs] + [z.attrs for z in zeros]
-        iters = self._capped(check_fit_memory(domain, cliques))  # the tree's size, computed once
-        return estimate(domain, measurements, total=total, iters=iters, tol=self.tol, zeros=zeros, dtype=self.dtype,
+        size = check_fit_memory(domain, cliques)  # the tree's size, computed once
+        cap = (self if iters is None else self.clone(iters=int(iters)))._capped(size)
+        return estimate(domain, measurements, total=total, iters=cap, tol=self.tol, zeros=zeros, dtype=self.dtype,
                         **kw)
 
     def model_size_mb(self, domain: Domain, cliques: Sequence[Sequence[str]]) -> float:
