@@ -252,13 +252,13 @@ def test_noise_ratio_closed_form():
 
 @pytest.mark.parametrize("epsilon,precise", [(0.05, False), (20.0, True)])
 def test_budget_decides_the_plan(epsilon, precise):
-    """Noisy rounds: the paper's T = 30, α = 0.2 and 5 final iterations; precise rounds: T = 60,
+    """Noisy rounds: the paper's T = 30, α = 0.2 and 5 final iterations; precise rounds: T = 4·d,
     α = 0.1 and a final fit of up to 100 iterations (a hint to the generator)."""
     data, public = chain_table(3000), chain_table(2000, seed=5, flip=0.3)
     jam = JAM(epsilon, 1e-9, seed=0).fit(data, public=public)
     x = jam.selection_.extra
     assert x["precise"] is precise
-    assert (x["rounds"], x["alpha"]) == ((60, 0.1) if precise else (30, 0.2))
+    assert (x["rounds"], x["alpha"]) == ((4 * 5, 0.1) if precise else (30, 0.2))
     assert all(e["rho_select"] == pytest.approx(x["alpha"] * e["rho_round"]) for e in jam.log_)
     assert jam.selection_.hints == ({"iters": 100, "method": "momentum"} if precise else {})
     assert jam.model_.info.iterations <= (100 if precise else 5)

@@ -28,6 +28,20 @@ def test_aim_plan_states_T_and_the_first_sigma():
     assert "warning" not in text
 
 
+@pytest.mark.parametrize("epsilon,rounds,share,final", [(0.1, 30, "20%", "stops its final fit early"),
+                                                        (10.0, 32, "10%", "fits its final model to convergence")])
+def test_jam_plan_states_its_spending_regime(epsilon, rounds, share, final):
+    """The same public rule the JAM selector applies (noise_ratio of the paper's round <= 1)."""
+    from privmarg.select.jam import noise_ratio
+
+    dom = Domain([f"x{i}" for i in range(8)], [6] * 8)  # all-3way: 56 marginals of 216 cells
+    text = "\n".join(plan_lines(dom, "jam", epsilon, 1e-9, 20_000, "all-3way"))
+    ratio = noise_ratio(cdp_rho(epsilon, 1e-9), 30, 0.2, math.sqrt(2), 20_000, 216)
+    assert "56 all-3way marginals (mean 216 cells)" in text
+    assert f"L1 noise {ratio:.2g} times N" in text
+    assert f"runs {rounds} rounds with {share} of each for the choice and {final}" in text
+
+
 def test_mst_plan_and_warnings():
     dom = Domain(["a", "b", "c"], [3, 4, 2])
     text = "\n".join(plan_lines(dom, "mst", 50.0, 0.01, 500, "all-3way"))

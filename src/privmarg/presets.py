@@ -156,7 +156,7 @@ class JAM(Synthesizer):
 
     ``fit(private, domain, public=table)``. Parameters: ``workload`` (default all 3-way); ``rounds``
     T and ``alpha``, the share of each round's budget for *selection* (None: by the budget — the
-    paper's T = 30, α = 0.2, or T = 60, α = 0.1 with a converged final fit of 100 iterations when a
+    paper's T = 30, α = 0.2, or T = 4·d, α = 0.1 with a converged final fit of 100 iterations when a
     round measures a mean-sized workload marginal with less L1 noise than N:
     :func:`~privmarg.select.jam.precise_measurements`); ``max_model_size`` (MB);
     ``iters`` estimation iterations per round (5, warm started when ``warm_start``), with the

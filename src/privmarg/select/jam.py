@@ -22,8 +22,11 @@ from .base import Selection, check_fraction, check_rounds, default_loop
 WEIGHTINGS = ("equal", "mle", "inv_sigma")
 #: (rounds T, selection share α) of the JAM paper, for noisy measurements
 PAPER_PLAN = (30, 0.2)
-#: (T, α) when a round's measurement is precise (:func:`precise_measurements`): AIM's share, more rounds
-PRECISE_PLAN = (60, 0.1)
+#: (T per attribute, α) when a round's measurement is precise (:func:`precise_measurements`): AIM's
+#: share for the choice, and a quarter of AIM's 16·d rounds (about as many as AIM's annealing runs on
+#: adult at ε = 10): as good as 60 rounds on adult's 14 columns, better on the GSS pair's 9
+#: (benchmarks/RESULTS.md, "Public data that never hurts")
+PRECISE_PLAN = (4, 0.1)
 #: the final fit's iterations when the measurements are precise (AIM's final-fit floor)
 PRECISE_FINAL_ITERS = 100
 
@@ -64,7 +67,7 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
     ``warm_start``: refit the loop model from the last one (else from scratch, as in the paper);
     ``loop``: the generator refitted every round (default: a graphical model, 5 preconditioned
     iterations on float32 tables, as in the JAM preset).
-    ``rounds`` and ``alpha`` None: the paper's (30, 0.2), or (60, 0.1) when the budget measures a
+    ``rounds`` and ``alpha`` None: the paper's (30, 0.2), or (4·d, 0.1) when the budget measures a
     mean-sized workload marginal precisely (:func:`precise_measurements`, public inputs only); then
     the selection asks its generator for ``precise_final_iters`` iterations (a hint; None: none).
     ``supersede``: a private measurement of ``r`` takes the public answers inside ``r`` out of the loss
@@ -111,7 +114,7 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         l2 = marginal_l2(s.neighbour)
         cells = float(np.mean([state.domain.size(c) for c, _ in self.workload_]))
         precise = precise_measurements(ctx.rho, l2, ctx.total, cells)
-        T, alpha = PRECISE_PLAN if precise else PAPER_PLAN
+        T, alpha = (PRECISE_PLAN[0] * len(state.domain), PRECISE_PLAN[1]) if precise else PAPER_PLAN
         state.extra.update(proxy=proxy, pub_err=pub_err, pub_done=set(), public_rows=int(pub.count()),
                            l2=l2, sens=2 * score_sensitivity(s.neighbour), precise=precise,
                            rounds=self.rounds or T, alpha=self.alpha if self.alpha is not None else alpha)

@@ -243,7 +243,8 @@ def _bp_exp(plan: _Plan, tables, shift, total, out, theta_fn):
             s = float(np.max(down))
             if not np.isfinite(s):
                 raise _zero_mass()
-            scale = float(np.exp(shift[c] + s - log_z) * total)
+            with np.errstate(over="ignore"):  # an overflow is not foldable: handled just below
+                scale = float(np.exp(shift[c] + s - log_z) * total)
             foldable = 1e-30 < scale < 1e30  # the scaled factor stays in range (float32 too)
             factor = np.exp(down - s) * scale if foldable else np.exp(down - s)
             ec = apply_broadcast(np.multiply, cur[c], factor.astype(out[c].dtype, copy=False), out[c])
