@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +39,10 @@ class RoundState:
     weights: dict[Clique, float]
     model: Any = None
     t: int = 0
-    extra: dict = field(default_factory=dict)
+    #: the selector's own typed state for this run (AIM's :class:`~privmarg.select.aim.AIMRun`, ...)
+    run: Any = None
+    #: each candidate's own table in MB (wide domains' shortlist), computed once a run
+    candidate_mb: np.ndarray | None = None
 
 
 @dataclass
@@ -112,9 +115,9 @@ class AdaptiveSelector:
             return list(state.candidates), False
         if batch_sizes_exact(dom):
             return self.candidates(state, limit), True
-        mb = state.extra.get("candidate_mb")
+        mb = state.candidate_mb
         if mb is None:  # each candidate's own table (MB); the candidates are fixed for the run
-            mb = state.extra["candidate_mb"] = np.array([8.0 * dom.size(r) / MB for r in state.candidates])
+            mb = state.candidate_mb = np.array([8.0 * dom.size(r) / MB for r in state.candidates])
         big = np.flatnonzero(mb > limit)
         if big.size == 0:
             return list(state.candidates), False

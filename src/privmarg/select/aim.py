@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,19 @@ def default_rounds(n_attributes: int, n_candidates: int) -> int:
     factor = min(1.0, (math.log(PAPER_CANDIDATES) / math.log(max(n_candidates, 2))) ** 2)
     return max(n_attributes, round(16 * n_attributes * factor))
 
+
+
+@dataclass
+class AIMRun:
+    """What an AIM run keeps between rounds: Δ₂ of a marginal, the budget, the next round's noise
+    (halved by annealing), whether the last round has been planned, and the round models kept for
+    the error bounds (by round)."""
+
+    l2: float
+    rho: float
+    plan: RoundPlan
+    terminate: bool = False
+    models: dict = field(default_factory=dict)
 
 
 class AIMSelector(ClosureCandidates, AdaptiveSelector):
@@ -56,9 +70,8 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         if T < d:
             raise ValueError(f"rounds must be at least the number of attributes ({d})")
         l2 = marginal_l2(s.neighbour)
-        state.extra.update(l2=l2, rho=state.ctx.rho, plan=round_plan(state.ctx.rho, self.alpha, l2, T),
-                           terminate=False, models={})
-        sigma = state.extra["plan"].sigma
+        state.run = AIMRun(l2, state.ctx.rho, round_plan(state.ctx.rho, self.alpha, l2, T))
+        sigma = state.run.plan.sigma
         done = {m.attrs for m in s.measurements}
         for r in state.candidates:
             if len(r) == 1 and r not in done:
@@ -67,22 +80,22 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         return self.refit(state)
 
     def plan(self, state: RoundState) -> RoundPlan | None:
-        x = state.extra
-        if x["terminate"]:
+        x = state.run
+        if x.terminate:
             return None
-        rho, l2, plan = x["rho"], x["l2"], x["plan"]
-        remaining = rho - state.session.rho_spent
-        if remaining < 2 * plan.cost(l2):
-            if remaining <= 1e-12 * rho:
+        remaining = x.rho - state.session.rho_spent
+        plan = x.plan
+        if remaining < 2 * plan.cost(x.l2):
+            if remaining <= 1e-12 * x.rho:
                 return None
-            plan = round_plan(remaining, self.alpha, l2)  # the last round takes what is left
-            x["terminate"] = True
-        x["plan"] = plan
+            plan = round_plan(remaining, self.alpha, x.l2)  # the last round takes what is left
+            x.terminate = True
+        x.plan = plan
         return plan
 
     def size_limit(self, state: RoundState, plan: RoundPlan) -> float:
-        x = state.extra
-        return self.max_model_size * (state.session.rho_spent + plan.cost(x["l2"])) / x["rho"]
+        x = state.run
+        return self.max_model_size * (state.session.rho_spent + plan.cost(x.l2)) / x.rho
 
     def score(self, state: RoundState, cands, plan: RoundPlan):
         dom, w, model = state.domain, state.weights, state.model
@@ -97,8 +110,7 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         r = option.clique
         self._keep_round_model(state, prev)
         if np.abs(state.model.project(r) - before).sum() <= SQRT_2_OVER_PI * plan.sigma * state.domain.size(r):
-            x = state.extra
-            x["plan"] = RoundPlan(plan.sigma / 2, plan.epsilon * 2)
+            state.run.plan = RoundPlan(plan.sigma / 2, plan.epsilon * 2)
 
     def _keep_round_model(self, state: RoundState, prev) -> None:
         """Keep p̂_{t-1} for the error bounds, compactly (log potentials only): the latest round's
@@ -106,7 +118,7 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         newest first. The bound of an unsupported marginal reads the latest kept round where it was
         a candidate (:func:`~privmarg.select.aim_bounds.candidate_round`); one whose rounds are all
         dropped gets the trivial bound. Which models are kept depends on their sizes only (public)."""
-        models = state.extra["models"]
+        models = state.run.models
         if hasattr(prev, "compact"):
             prev = prev.compact()
         elif hasattr(prev, "clear_cache"):
@@ -121,6 +133,6 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
 
     def final_selection(self, state: RoundState) -> Selection:
         sel = super().final_selection(state)
-        sel.extra.update(weights=state.weights, workload=self.workload_, round_models=dict(state.extra["models"]),
+        sel.extra.update(weights=state.weights, workload=self.workload_, round_models=dict(state.run.models),
                          rounds=state.t)
         return sel

@@ -21,7 +21,7 @@ import numpy as np
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
 from .adaptive import SQRT_2_OVER_PI, Option, RoundState
 from .base import check_fraction, check_rounds
-from .mwem import MWEMSelector
+from .mwem import MWEMRun, MWEMSelector
 
 
 def gem_measure_share(alpha: float) -> float:
@@ -51,8 +51,8 @@ class GEMSelector(MWEMSelector):
 
     def _plan_rounds(self, state: RoundState) -> None:
         T = self.rounds or self.rounds_per_attribute * len(state.domain)
-        state.extra.update(T=T, plan=round_plan(state.ctx.rho, gem_measure_share(self.alpha),
-                                                marginal_l2(state.session.neighbour), T))
+        state.run = MWEMRun(T, round_plan(state.ctx.rho, gem_measure_share(self.alpha),
+                                          marginal_l2(state.session.neighbour), T))
 
     def initial(self, state: RoundState):
         self._plan_rounds(state)

@@ -9,7 +9,7 @@ measurement budget for later rounds ("frugal budgeting").
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,25 @@ def _weight(sigma: float, weighting: str) -> float:
     if weighting == "inv_sigma":
         return 1.0 / sigma
     return 1.0
+
+
+@dataclass
+class JAMRun:
+    """What a JAM run keeps between rounds: the public answers (rescaled to N) and their private
+    errors (read only to score charged selections), the rows of the public table, Δ₂ of a marginal,
+    the selection's score sensitivity, the spending regime (:func:`precise_measurements`) with its T
+    and α, the marginals already answered publicly and the current round's ρ."""
+
+    proxy: dict
+    pub_err: dict
+    public_rows: int
+    l2: float
+    sensitivity: float
+    precise: bool
+    rounds: int
+    alpha: float
+    pub_done: set = field(default_factory=set)
+    rho_t: float = 0.0
 
 
 class JAMSelector(ClosureCandidates, AdaptiveSelector):
@@ -115,27 +134,26 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         cells = float(np.mean([state.domain.size(c) for c, _ in self.workload_]))
         precise = precise_measurements(ctx.rho, l2, ctx.total, cells)
         T, alpha = (PRECISE_PLAN[0] * len(state.domain), PRECISE_PLAN[1]) if precise else PAPER_PLAN
-        state.extra.update(proxy=proxy, pub_err=pub_err, pub_done=set(), public_rows=int(pub.count()),
-                           l2=l2, sens=2 * score_sensitivity(s.neighbour), precise=precise,
-                           rounds=self.rounds or T, alpha=self.alpha if self.alpha is not None else alpha)
+        state.run = JAMRun(proxy, pub_err, int(pub.count()), l2, 2 * score_sensitivity(s.neighbour), precise,
+                           self.rounds or T, self.alpha if self.alpha is not None else alpha)
         return None  # the first round scores every candidate's private error as 0
 
     def plan(self, state: RoundState) -> RoundPlan | None:
-        T, rho = state.extra["rounds"], state.ctx.rho
+        T, rho = state.run.rounds, state.ctx.rho
         if state.t >= T:
             return None
         rho_t = max(0.0, rho - state.session.rho_spent) / (T - state.t)
         if rho_t <= 1e-12 * rho:
             return None
-        state.extra["rho_t"] = rho_t
-        return round_plan(rho_t, 1 - state.extra["alpha"], state.extra["l2"])
+        state.run.rho_t = rho_t
+        return round_plan(rho_t, 1 - state.run.alpha, state.run.l2)
 
     def size_limit(self, state: RoundState, plan: RoundPlan) -> float:
-        return self.max_model_size * max(1.0 / state.extra["rounds"], state.session.rho_spent / state.ctx.rho)
+        return self.max_model_size * max(1.0 / state.run.rounds, state.session.rho_spent / state.ctx.rho)
 
     def score(self, state: RoundState, cands, plan: RoundPlan):
-        x, dom, model = state.extra, state.domain, state.model
-        pub_t = [r for r in cands if r not in x["pub_done"]]  # a repeated proxy adds no information
+        x, dom, model = state.run, state.domain, state.model
+        pub_t = [r for r in cands if r not in x.pub_done]  # a repeated proxy adds no information
         if model is None:
             err = {r: 0.0 for r in cands}
         else:
@@ -143,9 +161,9 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
             # widest first: the graphical model then sums a cached 3-way marginal for a 2-way one
             err = {r: float(np.abs(answers[r] - model.project(r)).sum()) for r in sorted(cands, key=len, reverse=True)}
         scores = np.array([err[r] - SQRT_2_OVER_PI * plan.sigma * dom.size(r) for r in cands]
-                          + [err[r] - x["pub_err"][r] for r in pub_t])
+                          + [err[r] - x.pub_err[r] for r in pub_t])
         options = [Option(r, "private") for r in cands] + [Option(r, "public") for r in pub_t]
-        return options, scores, x["sens"]
+        return options, scores, x.sensitivity
 
     def refit(self, state: RoundState):
         if self.warm_start:
@@ -164,23 +182,22 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
                                      if x.source == "public" and x.weight and set(x.attrs) <= inside else x
                                      for x in s.measurements]
             return m
-        state.extra["pub_done"].add(r)
+        state.run.pub_done.add(r)
         # not a noisy release: weighted as if it had the noise of the measurement it replaced
-        return s.record(Measurement(r, state.extra["proxy"][r], None, source="public", weight=w,
-                                    meta={"round": state.t, "rows": state.extra["public_rows"],
+        return s.record(Measurement(r, state.run.proxy[r], None, source="public", weight=w,
+                                    meta={"round": state.t, "rows": state.run.public_rows,
                                           "loss_sigma": plan.sigma}))
 
     def after(self, state: RoundState, option: Option, plan: RoundPlan, before, entry: dict, prev) -> None:
-        rho_t = state.extra["rho_t"]
-        alpha = state.extra["alpha"]
+        rho_t, alpha = state.run.rho_t, state.run.alpha
         entry.update(rho_round=rho_t, rho_select=alpha * rho_t,
                      rho_measure=(1 - alpha) * rho_t if option.source == "private" else 0.0)
 
     def final_selection(self, state: RoundState) -> Selection:
         sel = super().final_selection(state)
-        x = state.extra
-        sel.extra.update(precise=x.get("precise", False), rounds=x.get("rounds"), alpha=x.get("alpha"))
-        if x.get("precise") and self.precise_final_iters is not None:
+        x = state.run
+        sel.extra.update(precise=x.precise, rounds=x.rounds, alpha=x.alpha)
+        if x.precise and self.precise_final_iters is not None:
             # the momentum step reaches the optimum in far fewer iterations than the preconditioned one
             # once the measurements are precise (benchmarks/RESULTS.md, "Public data that never hurts")
             sel.hints.update(iters=self.precise_final_iters, method="momentum")

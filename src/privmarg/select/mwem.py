@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,14 @@ from ..core import Domain, parse_workload
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
 from .adaptive import AdaptiveSelector, Option, RoundState, model_errors
 from .base import check_fraction, check_rounds
+
+
+@dataclass
+class MWEMRun:
+    """What an MWEM run keeps between rounds: T and every round's noise (the same each round)."""
+
+    rounds: int
+    plan: RoundPlan
 
 
 class MWEMSelector(AdaptiveSelector):
@@ -45,14 +54,14 @@ class MWEMSelector(AdaptiveSelector):
 
     def initial(self, state: RoundState):
         T = self.rounds or len(state.domain)
-        state.extra.update(T=T, plan=round_plan(state.ctx.rho, self.alpha, marginal_l2(state.session.neighbour), T))
+        state.run = MWEMRun(T, round_plan(state.ctx.rho, self.alpha, marginal_l2(state.session.neighbour), T))
         return self.refit(state)  # no measurement yet: the uniform model
 
     def plan(self, state: RoundState) -> RoundPlan | None:
-        return state.extra["plan"] if state.t < state.extra["T"] else None
+        return state.run.plan if state.t < state.run.rounds else None
 
     def size_limit(self, state: RoundState, plan: RoundPlan) -> float:
-        return self.max_model_size * (state.t) / state.extra["T"]
+        return self.max_model_size * (state.t) / state.run.rounds
 
     def score(self, state: RoundState, cands, plan: RoundPlan):
         dom, w, model = state.domain, state.weights, state.model
