@@ -53,6 +53,20 @@ def _is_source(obj: Any) -> bool:
     return isinstance(obj, MarginalSource) and not isinstance(obj, Dataset)
 
 
+def _settle_with_public(schema, public):
+    """(schema, public table, notes): a raw public table (read if a path) settles the schema's DP
+    bounds and DP values for free (:func:`~privmarg.preprocess.public_schema.refine_with_public`)."""
+    if schema is None or public is None or _is_source(public):
+        return schema, public, []
+    public = read_table(public) if isinstance(public, (str, Path)) else public
+    if not isinstance(public, pd.DataFrame):
+        return schema, public, []
+    from .preprocess.public_schema import refine_with_public
+
+    schema, notes = refine_with_public(schema, public)
+    return schema, public, notes
+
+
 class Synthesizer(Released):
     """``selector`` (what to measure) + ``generator`` (how to make records; default: a graphical
     model), under ``epsilon``/``delta`` (or ``rho`` zCDP directly) and ``neighbour``
@@ -122,16 +136,9 @@ class Synthesizer(Released):
                                "create a new one")
         t0 = time.perf_counter()
         rho_given = self.rho is not None
-        schema = as_schema(domain) if domain is not None and not isinstance(domain, Domain) else None
-        self.public_schema_notes_: list[str] = []
-        if schema is not None and public is not None and not _is_source(public):
-            public = read_table(public) if isinstance(public, (str, Path)) else public
-            if isinstance(public, pd.DataFrame):  # the public table settles DP bounds and values for free
-                from .preprocess.public_schema import refine_with_public
-
-                schema, self.public_schema_notes_ = refine_with_public(schema, public)
-        delta_disc = 0.0
-        self.rho_total = self._calibrate()  # the target's, whatever an earlier failed fit set
+        schema, public, self.public_schema_notes_ = _settle_with_public(
+            as_schema(domain) if domain is not None and not isinstance(domain, Domain) else None, public)
+        delta_disc, self.rho_total = 0.0, self._calibrate()  # the target's, whatever an earlier failed fit set
         if schema is not None and schema.requires_delta and rho_given:
             raise ValueError("the schema asks for DP value discovery (\"values\": \"dp\"), which spends part of "
                              "delta: give epsilon and delta, not rho")
