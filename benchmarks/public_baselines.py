@@ -64,10 +64,11 @@ def run(args):
             for i, name in enumerate(args.datasets):
                 private, public = data[name]
                 wl = parse_workload(WORKLOAD, private.domain)
+                private_file = DATASETS[name][:2]
                 for method in args.methods:
-                    if method == "aim" and i > 0:
-                        continue  # same private table for every split
-                    split = "none" if method == "aim" else name
+                    if method == "aim" and any(DATASETS[o][:2] == private_file for o in args.datasets[:i]):
+                        continue  # the same private table as an earlier split's: AIM ran on it
+                    split = ("none" if name.startswith("adult-") else name) if method == "aim" else name
                     key = f"{split}/{method}/eps={eps:g}/seed={seed}" + (
                         f"/steps={args.gem_steps}/pretrain={args.gem_pretrain}" if method == "gem-pub" else "")
                     if key in done:
@@ -90,18 +91,21 @@ def run(args):
                     done.add(key)
 
 
+def _group(dataset: str) -> str:
+    """The private table a split uses: every adult split shares one."""
+    return "adult" if dataset.startswith("adult-") else dataset
+
+
 def table(path) -> str:
     recs = [json.loads(line) for line in Path(path).open() if line.strip()]
     err, cpu, pub = defaultdict(list), defaultdict(list), {}
-    aim = defaultdict(list)
     for r in recs:
-        if r["method"] == "aim":
-            aim[r["epsilon"]].append(r["workload_error"])
-            aim[("cpu", r["epsilon"])].append(r["cpu_seconds"])
-            continue
-        err[(r["dataset"], r["epsilon"], r["method"])].append(r["workload_error"])
-        cpu[(r["dataset"], r["epsilon"], r["method"])].append(r["cpu_seconds"])
-        pub[r["dataset"]] = r["public_only_error"]
+        key = (_group(r["dataset"]), r["epsilon"], "aim") if r["method"] == "aim" else (
+            r["dataset"], r["epsilon"], r["method"])
+        err[key].append(r["workload_error"])
+        cpu[key].append(r["cpu_seconds"])
+        if r["method"] != "aim":
+            pub[r["dataset"]] = r["public_only_error"]
 
     def cell(vals):
         if not vals:
@@ -110,20 +114,35 @@ def table(path) -> str:
             return f"{vals[0]:.4f} (1)"
         return f"{np.mean(vals):.4f} ± {np.std(vals, ddof=1):.4f} ({len(vals)})"
 
-    rows = ["| split | ε | JAM | PMW^Pub | GEM^Pub | AIM (no public) | public only | CPU s JAM / PMW^Pub / GEM^Pub / AIM |",
-            "|---|---|---|---|---|---|---|---|"]
-    for ds, eps in sorted({(d, e) for d, e, _ in err}):
-        secs = " / ".join(f"{np.mean(cpu[(ds, eps, m)]):.0f}" if cpu[(ds, eps, m)] else "–"
+    def verdict(jam, others):
+        """JAM against the best of the others: "best" when lower by more than the two spreads' larger,
+        "tie" within it, "behind" otherwise."""
+        if len(jam) < 2 or not others:
+            return ""
+        name, vals = min(others, key=lambda kv: np.mean(kv[1]))
+        gap = np.mean(vals) - np.mean(jam)
+        spread = max(np.std(jam, ddof=1), np.std(vals, ddof=1) if len(vals) > 1 else 0.0)
+        return ("best" if gap > spread else "tie" if gap >= -spread else "behind") + f" (vs {name}, {gap:+.4f})"
+
+    rows = ["| split | ε | JAM | PMW^Pub | GEM^Pub | AIM (no public) | public only | JAM vs the best other | "
+            "CPU s JAM / PMW^Pub / GEM^Pub / AIM |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for ds, eps in sorted({(d, e) for d, e, m in err if m != "aim"}):
+        aim = (_group(ds), eps, "aim")
+        secs = " / ".join(f"{np.mean(cpu[(ds, eps, m)]):.1f}" if cpu[(ds, eps, m)] else "–"
                           for m in ("jam", "pmw-pub", "gem-pub"))
-        secs += " / " + (f"{np.mean(aim[('cpu', eps)]):.0f}" if aim[("cpu", eps)] else "–")
+        secs += " / " + (f"{np.mean(cpu[aim]):.1f}" if cpu[aim] else "–")
+        others = [(n, v) for n, v in (("PMW^Pub", err[(ds, eps, "pmw-pub")]), ("GEM^Pub", err[(ds, eps, "gem-pub")]),
+                                      ("AIM", err[aim]), ("public", [pub[ds]])) if v]
         rows.append(f"| {ds} | {eps:g} | {cell(err[(ds, eps, 'jam')])} | {cell(err[(ds, eps, 'pmw-pub')])} | "
-                    f"{cell(err[(ds, eps, 'gem-pub')])} | {cell(aim[eps])} | {pub[ds]:.4f} | {secs} |")
+                    f"{cell(err[(ds, eps, 'gem-pub')])} | {cell(err[aim])} | {pub[ds]:.4f} | "
+                    f"{verdict(err[(ds, eps, 'jam')], others)} | {secs} |")
     return "\n".join(rows)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--datasets", nargs="+", default=["adult-025", "adult-050", "adult-075", "adult-100"])
+    ap.add_argument("--datasets", nargs="+", default=["adult-025", "adult-050", "adult-075", "adult-100", "gss"])
     ap.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 1.0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
