@@ -255,3 +255,24 @@ def test_gem_answers_of_chosen_cells_and_their_gradient_match_the_full_vector():
     g_full, = torch.autograd.grad(full[idx].mean(), S)
     g_part, = torch.autograd.grad(part.mean(), S)
     torch.testing.assert_close(g_part, g_full, rtol=1e-12, atol=1e-15)
+
+
+def test_weighted_records_are_drawn_systematically():
+    """Each record ⌊n·p⌋ or ⌈n·p⌉ times, mean exactly n·p over seeds, zero weights never drawn."""
+    from privmarg.generate.records import systematic_draw
+
+    w = np.random.default_rng(3).random(50)
+    w[[4, 17]] = 0.0
+    p = w / w.sum()
+    n = 333
+    counts = np.array([np.bincount(systematic_draw(w, n, np.random.default_rng(s)), minlength=50)
+                       for s in range(3000)])
+    assert (counts.sum(axis=1) == n).all()
+    assert (counts >= np.floor(n * p)).all() and (counts <= np.ceil(n * p)).all()
+    assert counts[:, [4, 17]].max() == 0
+    # the mean count is n·p: within 4 standard errors of a Bernoulli remainder
+    se = np.sqrt(np.maximum((n * p % 1) * (1 - n * p % 1), 1e-12) / 3000)
+    assert (np.abs(counts.mean(axis=0) - n * p) <= 4 * se + 1e-9).all()
+    # random order, not grouped by record
+    draw = systematic_draw(w, n, np.random.default_rng(0))
+    assert (np.diff(draw) != 0).sum() > n / 2

@@ -11,6 +11,21 @@ from ..core import Domain
 from .targets import cell_index
 
 
+def systematic_draw(weights: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """``rows`` indices into ``weights`` (non-negative, not all zero) by systematic sampling, in random
+    order: index ``i`` appears ⌊n·p_i⌋ or ⌈n·p_i⌉ times with mean exactly ``n·p_i`` (p = weights
+    normalised), from one uniform draw. Independent draws would add multinomial noise of about
+    √(n·p_i) records to every count; this adds less than one."""
+    p = np.asarray(weights, dtype=float)
+    cum = np.cumsum(p / p.sum())
+    cum[-1] = 1.0
+    points = (rng.random() + np.arange(rows)) / max(rows, 1)
+    out = np.searchsorted(cum, points, side="right")
+    out = np.minimum(out, len(p) - 1)
+    rng.shuffle(out)
+    return out
+
+
 class RecordsModel:
     """``codes`` (rows × attributes, domain order) standing for ``total`` records.
 
@@ -18,7 +33,8 @@ class RecordsModel:
     them in random order when asked for as many, a subsample without replacement when asked for
     fewer, and all of them plus draws with replacement when asked for more (GSD's "oversampled with
     replacement"). Weighted: a distribution over the records (probabilities, summing to 1), sampled
-    with replacement. Post-processing only: no privacy cost."""
+    with replacement by :func:`systematic_draw` (each record ⌊n·w⌋ or ⌈n·w⌉ times). Post-processing
+    only: no privacy cost."""
 
     def __init__(self, domain: Domain, total: float, codes: np.ndarray, weights: np.ndarray | None = None,
                  info: dict | None = None):
@@ -47,8 +63,7 @@ class RecordsModel:
 
     def _pick(self, idx: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
         if self.weights is not None:
-            p = self.weights[idx]
-            return idx[rng.choice(idx.size, rows, replace=True, p=p / p.sum())]
+            return idx[systematic_draw(self.weights[idx], rows, rng)]
         if rows <= idx.size:
             return idx[rng.choice(idx.size, rows, replace=False)]
         out = np.concatenate([idx, idx[rng.integers(0, idx.size, rows - idx.size)]])
