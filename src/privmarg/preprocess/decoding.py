@@ -181,7 +181,7 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
                     off = np.where(np.isfinite(a), -a * np.log1p(u * np.expm1(-w / a)), u * w)
                 off = np.clip(np.nan_to_num(off, nan=0.0), 0.0, w)
                 v = np.where(sc < 0, right - off, left + off)
-                v = _round_within(v, left, right, spec.decimals, ~is_atom, c.atoms)
+                v = _round_within(v, left, right, spec.output_decimals, ~is_atom, c.atoms)
                 v[is_atom] = c.atoms[j[is_atom] - n_bins]
                 out = np.full(n, np.nan)
                 out[ok] = np.clip(v, spec.lo, spec.hi)
@@ -204,7 +204,7 @@ def _decode_column(c: ColumnCodec, code: np.ndarray, rng: np.random.Generator, m
             return pd.Series(ns, dtype="datetime64[ns]")
         if exact is None:
             v = (left + right) / 2 if midpoint else left + pos * (right - left)
-            v = _round_within(v, left, right, spec.decimals, ~is_atom, c.atoms)
+            v = _round_within(v, left, right, spec.output_decimals, ~is_atom, c.atoms)
         if is_atom.any() and exact is None:
             v[is_atom] = c.atoms[j[is_atom] - n_bins]
         out = np.full(n, np.nan)

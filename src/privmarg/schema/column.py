@@ -52,6 +52,14 @@ _KEYS = {
 class SchemaError(DataError):
     """A schema that cannot be used: the message names the column and the problem."""
 
+def _places(x: Any) -> int:
+    """Decimal places of a bound as written (0 for whole numbers, 15 at most)."""
+    if not _is_number(x) or float(x) == int(float(x)):
+        return 0
+    text = np.format_float_positional(float(x), trim="-")
+    return min(15, len(text.split(".")[1])) if "." in text else 0
+
+
 def _is_number(x: Any) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) and math.isfinite(float(x))
 
@@ -91,6 +99,21 @@ class ColumnSpec:
     def numeric(self) -> bool:
         """Binned columns: integer, float, datetime."""
         return self.type in ("integer", "float", "datetime")
+
+    @property
+    def output_decimals(self) -> int | None:
+        """Places a decoded float keeps: the declared ``decimals``; otherwise the places of the bounds
+        as written, but at least enough for 1/10,000 of the range (bounds 0–500000: whole numbers;
+        0–1: 4 places), so a synthetic value never shows more digits than the schema gives reason
+        for. Public: the schema only. None for other columns and for bounds not yet known."""
+        if self.type != "float":
+            return None
+        if self.decimals is not None:
+            return self.decimals
+        if not (math.isfinite(self.lo) and math.isfinite(self.hi)) or self.hi <= self.lo:
+            return None
+        written = max(_places(self.min), _places(self.max))
+        return int(min(15, max(written, math.ceil(-math.log10((self.hi - self.lo) / 1e4)))))
 
     @property
     def lattice(self) -> bool:
