@@ -76,12 +76,14 @@ def load(name: str):
     raise SystemExit(f"unknown table {name!r}")
 
 
-def make(method: str, epsilon: float, seed: int, workload: str | None):
+def make(method: str, epsilon: float, seed: int, workload: str | None, rounds: int | None = None):
     import privmarg
 
     cls = {"aim": privmarg.AIM, "mst": privmarg.MST, "privbayes": privmarg.PrivBayes,
            "privmrf": privmarg.PrivMRF, "independent": privmarg.Independent}[method]
     kw = {"workload": workload} if workload and method == "aim" else {}
+    if rounds is not None and method == "aim":
+        kw["rounds"] = rounds
     return cls(epsilon, 1e-9, seed=seed, **kw)
 
 
@@ -109,7 +111,7 @@ def run(args) -> dict:
     src = Path(privmarg.__file__).resolve().parent
     commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     data, dom, _ = load(args.table)
-    mech = make(args.method, args.epsilon, args.seed, args.workload)
+    mech = make(args.method, args.epsilon, args.seed, args.workload, args.rounds)
     lines: list[str] = []
     c0 = time.process_time()
 
@@ -134,7 +136,7 @@ def run(args) -> dict:
         "columns": len(mech.domain_), "rows": int(len(codes)),
         "fit_cpu_seconds": c1 - c0, "fit_seconds": t1 - t0, "peak_rss_mb": peak,
         "rss_how": "VmHWM reset before the fit" if exact else "VmHWM (process lifetime)",
-        "rounds": int(getattr(mech, "rounds_", 0) or 0), "measurements": len(mech.measurements_),
+        "rounds": int(getattr(mech, "rounds_", 0) or 0), "rounds_T": args.rounds, "measurements": len(mech.measurements_),
         f"error_{k}way": mean_error(truth, codes, k),
         "git_commit": commit, "loadavg_before": load0, "loadavg_after": os.getloadavg(),
         "affinity": sorted(os.sched_getaffinity(0)), "numpy": np.__version__,
@@ -164,6 +166,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workload", default=None, help="AIM's workload (default: the preset's, all-3way)")
     ap.add_argument("--error-k", type=int, default=3, help="error on every k-way marginal (default 3)")
+    ap.add_argument("--rounds", type=int, default=None, help="AIM's T (default: the preset's)")
     ap.add_argument("--label", default="run")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--verbose", action="store_true")
