@@ -272,6 +272,39 @@ def test_aim_sizes_its_first_measurements_with_the_default_rounds():
         assert len(first) == 20 and all(x.sigma == pytest.approx(sigma) for x in first)
 
 
+@pytest.mark.parametrize("neighbour", ["add_remove", "replace_one"])
+def test_aim_plans_fewer_rounds_when_the_budget_is_large(neighbour):
+    """After the 1-way marginals (sized for the default T), the rounds are planned for 4·d when a
+    round would measure a mean-sized workload marginal with L1 noise of at most 250·N: N public under
+    replace-one, else the noisy 1-way marginals' median total less 3σ of a total. Small budget: T unchanged;
+    explicit rounds: never replanned."""
+    import math
+
+    from privmarg.privacy import round_plan
+    from privmarg.select.aim import PRECISE_NOISE_RATIO, default_rounds
+
+    dom = Domain([f"x{i}" for i in range(6)], [3] * 6)  # all-3way: 20 marginals of 27 cells
+    data = Dataset(np.random.default_rng(1).integers(0, 3, size=(2000, 6)), dom)
+    T0 = default_rounds(6, 41)  # closure: 20 + 15 + 6 cliques
+    assert T0 == 96
+    for eps, precise in [(1.0, True), (1e-6, False)]:
+        m = AIM(eps, 1e-9, seed=0, neighbour=neighbour, iters=30, final_iters=30).fit(data, dom)
+        x = m.selection_.extra
+        sigma = round_plan(m.rho_total, 0.9, 1.0 if neighbour == "add_remove" else math.sqrt(2), T0).sigma
+        ones = [mm for mm in m.measurements_ if len(mm.attrs) == 1][:6]
+        assert all(o.sigma == pytest.approx(sigma) for o in ones)  # the 1-ways at the default T
+        n = 2000 if neighbour == "replace_one" else np.median([o.y.sum() for o in ones]) - 3 * sigma * math.sqrt(3)
+        assert x["noise_ratio"] == pytest.approx(math.sqrt(2 / math.pi) * sigma * 27 / max(1.0, n))
+        assert (x["noise_ratio"] <= PRECISE_NOISE_RATIO) is precise
+        assert x["planned_rounds"] == (24 if precise else T0)
+        if precise:  # the first round after the 1-ways: planned for 24 rounds (annealing only halves σ)
+            first = [mm for mm in m.measurements_ if len(mm.attrs) > 1][0]
+            l2 = 1.0 if neighbour == "add_remove" else math.sqrt(2)
+            assert first.sigma == pytest.approx(round_plan(m.rho_total, 0.9, l2, 24).sigma)
+    mine = AIM(1.0, 1e-9, seed=0, rounds=50, iters=30, final_iters=30).fit(data, dom)
+    assert mine.selection_.extra["planned_rounds"] == 50 and mine.selection_.extra["noise_ratio"] is None
+
+
 @pytest.mark.parametrize("bad", [float("nan"), 0.0, -5.0, "big"])
 def test_model_size_caps_refuse_nan_and_non_positive(bad):
     """NaN passed every `<= 0` check and turned the cap off without a word."""

@@ -17,6 +17,14 @@ from .base import Selection, check_fraction, check_rounds
 PAPER_CANDIDATES = 1000
 
 
+#: a round whose measurement of a mean-sized workload marginal has expected L1 noise of at most this
+#: many times N plans for 4·d rounds instead of :func:`default_rounds`: on adult (ratio 85 at ε = 1,
+#: 10 at ε = 10) and Caravan (84 at ε = 0.1, 9 at ε = 1) 4·d gave lower error in less time, on adult at
+#: ε = 0.1 (786) higher (benchmarks/RESULTS.md, "Wide tables", session 25)
+PRECISE_NOISE_RATIO = 250.0
+PRECISE_ROUNDS_PER_ATTRIBUTE = 4
+
+
 def default_rounds(n_attributes: int, n_candidates: int) -> int:
     """T for AIM: the paper's 16·d up to :data:`PAPER_CANDIDATES` candidates, then shrunk by
     (ln PAPER_CANDIDATES / ln K)², never below d. A round's exponential mechanism has ε ∝ 1/√T and
@@ -39,6 +47,8 @@ class AIMRun:
     plan: RoundPlan
     terminate: bool = False
     models: dict = field(default_factory=dict)
+    rounds: int = 0  # T the rounds are planned for
+    noise_ratio: float | None = None  # see AIMSelector._plan_by_budget
 
 
 class AIMSelector(ClosureCandidates, AdaptiveSelector):
@@ -70,14 +80,35 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         if T < d:
             raise ValueError(f"rounds must be at least the number of attributes ({d})")
         l2 = marginal_l2(s.neighbour)
-        state.run = AIMRun(l2, state.ctx.rho, round_plan(state.ctx.rho, self.alpha, l2, T))
+        state.run = AIMRun(l2, state.ctx.rho, round_plan(state.ctx.rho, self.alpha, l2, T), rounds=T)
         sigma = state.run.plan.sigma
         done = {m.attrs for m in s.measurements}
-        for r in state.candidates:
-            if len(r) == 1 and r not in done:
-                s.measure(r, sigma, what=f"AIM init 1-way {r[0]}")
+        ones = [s.measure(r, sigma, what=f"AIM init 1-way {r[0]}")
+                for r in state.candidates if len(r) == 1 and r not in done]
         state.ctx.progress("AIM: 1-way marginals measured")
+        if self.rounds is None:
+            self._plan_by_budget(state, T, ones)
         return self.refit(state)
+
+    def _plan_by_budget(self, state: RoundState, T: int, ones: list) -> None:
+        """Fewer, stronger rounds when the budget is large: if a round at the initial plan would
+        measure a mean-sized workload marginal with expected L1 noise of at most
+        :data:`PRECISE_NOISE_RATIO` times N, the rounds are planned for ``min(T, 4·d)`` instead of T.
+        N is public under replace-one; under add/remove it is a low estimate from the noisy 1-way
+        marginals just measured, their median total less three standard deviations of a total
+        (post-processing of paid measurements: no further cost; noise never makes the plan precise)."""
+        x, dom = state.run, state.domain
+        n = state.ctx.total
+        if n is None:
+            if not ones:
+                return
+            spread = 3.0 * x.plan.sigma * math.sqrt(max(m.y.size for m in ones))
+            n = max(1.0, float(np.median([m.y.sum() for m in ones])) - spread)
+        cells = float(np.mean([dom.size(c) for c, _ in self.workload_]))
+        x.noise_ratio = SQRT_2_OVER_PI * x.plan.sigma * cells / n
+        if x.noise_ratio <= PRECISE_NOISE_RATIO and PRECISE_ROUNDS_PER_ATTRIBUTE * len(dom) < T:
+            x.rounds = PRECISE_ROUNDS_PER_ATTRIBUTE * len(dom)
+            x.plan = round_plan(x.rho, self.alpha, x.l2, x.rounds)
 
     def plan(self, state: RoundState) -> RoundPlan | None:
         x = state.run
@@ -133,6 +164,7 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
 
     def final_selection(self, state: RoundState) -> Selection:
         sel = super().final_selection(state)
+        sel.extra.update(planned_rounds=state.run.rounds, noise_ratio=state.run.noise_ratio)
         sel.extra.update(weights=state.weights, workload=self.workload_, round_models=dict(state.run.models),
                          rounds=state.t)
         return sel
