@@ -252,18 +252,38 @@ def test_noise_ratio_closed_form():
 
 @pytest.mark.parametrize("epsilon,precise", [(0.05, False), (20.0, True)])
 def test_budget_decides_the_plan(epsilon, precise):
-    """Noisy rounds: the paper's T = 30, α = 0.2 and 5 final iterations; precise rounds: T = 4·d,
-    α = 0.1 and a final fit of up to 100 iterations (a hint to the generator)."""
+    """Noisy rounds: the paper's T = 30, α = 0.2 and 5 final iterations. Precise rounds: the JAM
+    preset runs AIM's selection (AIM's 1-way start at its σ, its annealed rounds) and a final fit of
+    up to 100 momentum iterations (a hint to the generator); the JAM selector alone plans T = 4·d,
+    α = 0.1. The user's own settings always give JAM's rounds."""
+    from privmarg.privacy import round_plan
+    from privmarg.select import JAMSelector
+    from privmarg.select.aim import default_rounds
+    from privmarg.generate import PGM
+    from privmarg import Synthesizer
+
     data, public = chain_table(3000), chain_table(2000, seed=5, flip=0.3)
     jam = JAM(epsilon, 1e-9, seed=0).fit(data, public=public)
     x = jam.selection_.extra
     assert x["precise"] is precise
-    assert (x["rounds"], x["alpha"]) == ((4 * 5, 0.1) if precise else (30, 0.2))
-    assert all(e["rho_select"] == pytest.approx(x["alpha"] * e["rho_round"]) for e in jam.log_)
-    assert jam.selection_.hints == ({"iters": 100, "method": "momentum"} if precise else {})
-    assert jam.model_.info.iterations <= (100 if precise else 5)
     if precise:
-        assert jam.model_.info.iterations > 5
+        assert x["delegated_to"] == "aim"
+        assert jam.selection_.hints == {"iters": 100, "method": "momentum"}
+        assert 5 < jam.model_.info.iterations <= 100
+        d, k = len(data.domain), len(jam.selector.precise_selector.supporting_cliques(data.domain))
+        sigma = round_plan(jam.rho_total, 0.9, math.sqrt(2), default_rounds(d, k)).sigma
+        ones = [m for m in jam.measurements_[:d]]
+        assert all(len(m.attrs) == 1 and m.sigma == pytest.approx(sigma) for m in ones)
+        assert not jam.public_marginals_
+        # the selector on its own (no AIM to hand over to): T = 4·d, α = 0.1
+        alone = Synthesizer(JAMSelector(loop=PGM(iters=5)), PGM(iters=5), epsilon=epsilon, delta=1e-9,
+                            neighbour="replace_one", seed=0).fit(data, public=public)
+        assert (alone.selection_.extra["rounds"], alone.selection_.extra["alpha"]) == (4 * 5, 0.1)
+        assert alone.selection_.hints == {"iters": 100, "method": "momentum"}
+    else:
+        assert (x["rounds"], x["alpha"]) == (30, 0.2)
+        assert all(e["rho_select"] == pytest.approx(0.2 * e["rho_round"]) for e in jam.log_)
+        assert jam.selection_.hints == {} and jam.model_.info.iterations <= 5
     # the user's own settings win
     mine = JAM(epsilon, 1e-9, seed=0, rounds=7, alpha=0.3, final_iters=3).fit(data, public=public)
     assert (mine.selection_.extra["rounds"], mine.selection_.extra["alpha"]) == (7, 0.3)

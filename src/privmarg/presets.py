@@ -188,9 +188,12 @@ class JAM(Synthesizer):
         self.iters, self.final_iters, self.tol, self.weighting, self.warm_start = (
             iters, final_iters, tol, weighting, warm_start)
         self.refit_method, self.refit_dtype, self.supersede = refit_method, refit_dtype, supersede
+        # at a precise budget AIM's rounds (with AIM's loop model), unless the user set JAM's own plan
+        aim = AIM(None, None, rho=1.0, workload=workload, max_model_size=max_model_size).selector
         sel = JAMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, weighting=weighting,
                           warm_start=warm_start, supersede=supersede,
                           precise_final_iters=PRECISE_FINAL_ITERS if final_iters is None else None,
+                          precise_selector=aim if final_iters is None else None,
                           loop=PGM(iters=iters, tol=tol, method=refit_method, dtype=refit_dtype))
         gen = generator if generator is not None else PGM(
             iters=JAM_FINAL_ITERS if final_iters is None else final_iters, tol=tol / 10, method=refit_method)
