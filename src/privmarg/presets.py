@@ -156,9 +156,10 @@ class JAM(Synthesizer):
 
     ``fit(private, domain, public=table)``. Parameters: ``workload`` (default all 3-way); ``rounds``
     T and ``alpha``, the share of each round's budget for *selection* (None: by the budget — the
-    paper's T = 30, α = 0.2, or T = 4·d, α = 0.1 with a converged final fit of 100 iterations when a
-    round measures a mean-sized workload marginal with less L1 noise than N:
-    :func:`~privmarg.select.jam.precise_measurements`); ``max_model_size`` (MB);
+    paper's T = 30, α = 0.2; when a round measures a mean-sized workload marginal with less L1 noise
+    than N (:func:`~privmarg.select.jam.precise_measurements`), AIM's selection and loop model instead,
+    then a converged final fit of 100 momentum iterations; setting ``rounds``, ``alpha`` or
+    ``final_iters`` always runs JAM's rounds); ``max_model_size`` (MB);
     ``iters`` estimation iterations per round (5, warm started when ``warm_start``), with the
     preconditioned step (``refit_method``) on float32 tables (``refit_dtype``: the loop model only
     ranks candidates; the released model is recomputed in float64); ``final_iters`` more after the

@@ -36,7 +36,7 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
                      f"for T = {t} rounds (fewer run: rounds get more budget when the model stops moving); "
                      f"each 1-way marginal is first measured with noise sigma {first:.3g} counts per cell")
     elif method == "jam":
-        from ..select.jam import PAPER_PLAN, PRECISE_PLAN, noise_ratio
+        from ..select.jam import PAPER_PLAN, noise_ratio
 
         wl = parse_workload(workload, domain)
         mean_cells = sum(domain.size(c) for c, _ in wl) / len(wl)
@@ -45,11 +45,13 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
                 f"{len(wl):,} {workload} marginals (mean {mean_cells:,.0f} cells)")
         if rows:
             ratio = noise_ratio(rho, *PAPER_PLAN, l2, rows, mean_cells)
-            T, a = (PRECISE_PLAN[0] * len(domain), PRECISE_PLAN[1]) if ratio <= 1 else PAPER_PLAN
+            T, a = PAPER_PLAN
             line += (f"; with {rows:,} rows a round's measurement of a mean-sized one has L1 noise {ratio:.2g} "
-                     f"times N, so JAM runs {T} rounds with {a:.0%} of each for the choice"
-                     + (" and fits its final model to convergence" if ratio <= 1 else
-                        " and stops its final fit early (the measurements are too noisy to fit closely)"))
+                     "times N, so JAM " + (
+                         "hands the budget to AIM's selection (public answers rarely help at this precision) "
+                         "and fits its final model to convergence" if ratio <= 1 else
+                         f"runs {T} rounds with {a:.0%} of each for the choice and stops its final fit early "
+                         "(the measurements are too noisy to fit closely)"))
         lines.append(line)
     elif method == "mst":
         first = gaussian_sigma(rho / 3 / d, l2)
