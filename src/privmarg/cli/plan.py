@@ -35,6 +35,16 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
         lines.append(f"AIM: {k:,} candidate marginals in the {workload} workload's closure; the budget is sized "
                      f"for T = {t} rounds (fewer run: rounds get more budget when the model stops moving); "
                      f"each 1-way marginal is first measured with noise sigma {first:.3g} counts per cell")
+        if rows:
+            from ..select.aim import PRECISE_NOISE_RATIO, PRECISE_ROUNDS_PER_ATTRIBUTE
+
+            wl = parse_workload(workload, domain)
+            ratio = SQRT_2_OVER_PI * first * (sum(domain.size(c) for c, _ in wl) / len(wl)) / rows
+            t4 = PRECISE_ROUNDS_PER_ATTRIBUTE * d
+            if ratio <= PRECISE_NOISE_RATIO and t4 < t:
+                lines.append(f"with about {rows:,} rows a round would measure a mean-sized workload marginal with "
+                             f"L1 noise {ratio:.2g} times N, so the rounds after the 1-way marginals are planned "
+                             f"for {t4} (4 per column) instead")
     elif method == "jam":
         from ..select.jam import PAPER_PLAN, noise_ratio
 
