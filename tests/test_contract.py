@@ -198,3 +198,26 @@ def test_preset_contract_with_discrete_noise(name, nb):
     for m in fitted.measurements_:  # every noisy marginal count is an integer
         if m.sigma is not None and m.source == "private" and not m.meta.get("derived"):
             assert np.all(np.asarray(m.y) == np.round(m.y)), m.attrs
+
+
+def test_jam_handing_a_precise_budget_to_aim_keeps_the_contract():
+    """JAM at its defaults on this table is precise (a round's noise below N): AIM's selection runs,
+    and the same properties hold (exact spend, ledger, seeds, precomputed marginals, zeros)."""
+    make = lambda: registry.make_preset("jam", EPS, DELTA, seed=3, neighbour="replace_one",  # noqa: E731
+                                        workload="all-2way")
+    assert make().fit(table(), public=table(150, seed=9)).selection_.extra.get("delegated_to") == "aim"
+    _check(make, registry.entry("preset", "jam").flags, "replace_one")
+
+
+def test_a_new_generator_is_one_file_and_one_registry_line(monkeypatch):
+    """The developer guide's promise: a generator in its own file (tests/toy_generator.py) plus one
+    registry entry is usable by name with any selector and keeps the shared contract."""
+    entry = registry.Entry("one-way", "generator", "independent columns from the 1-way marginals (test)",
+                           "toy_generator:OneWayGenerator")
+    monkeypatch.setattr(registry, "ENTRIES", registry.ENTRIES + (entry,))
+    assert "one-way" in registry.names("generator") and ("mst", "one-way") in registry.pairs()
+    for sel in ("mst", "aim"):
+        params = FAST_SELECTOR.get(sel, dict)
+        for nb in NEIGHBOURS:
+            _check(lambda: Synthesizer(registry.make_selector(sel, **params()), "one-way", epsilon=EPS,
+                                       delta=DELTA, seed=5, neighbour=nb), set(), nb)
