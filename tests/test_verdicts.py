@@ -29,6 +29,22 @@ def test_an_independent_release_is_called_what_it_is():
     assert not [v for v in res["verdicts"] if "lost" in v and (" c " in v or v.endswith(" c"))]  # c is independent
 
 
+def test_a_verdict_against_the_baseline_names_the_release_s_own_column_noise():
+    """The independence baseline keeps the real columns exactly; a release with noisy columns is told
+    that part of its gap is that noise, a release with exact columns is not."""
+    real = _table()
+    shuffled = independence_baseline(real, seed=5)
+    exact = evaluate(real, shuffled, metrics=METRICS, baseline=True)
+    assert not any("part of the gap" in v for v in exact["verdicts"])
+    codes = shuffled.codes.copy()
+    rng = np.random.default_rng(0)
+    flip = rng.random(len(codes)) < 0.3
+    codes[flip, 0] = 0  # column a's distribution pushed off (its own error, not a relation's)
+    noisy = evaluate(real, Dataset(codes, real.domain), metrics=METRICS, baseline=True)
+    lines = [v for v in noisy["verdicts"] if "independence baseline" in v]
+    assert lines and all(f"off by tv_1way {noisy['tv_1way']:.2g}, part of the gap" in v for v in lines)
+
+
 def test_a_faithful_table_gets_no_verdict_and_the_page_says_so():
     real = _table()
     res = evaluate(real, _table(seed=1), metrics=METRICS, baseline=True)
