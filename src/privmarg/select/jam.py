@@ -3,7 +3,8 @@
 Each round the exponential mechanism chooses, over ``W⁺ × {private, public}``, both a marginal and
 how to answer it: a Gaussian measurement of the private data (unbiased, noisy, costs budget) or the
 public proxy ``(N/N_pub)·M_r(D_pub)`` (biased, free). A public choice leaves the round's
-measurement budget for later rounds ("frugal budgeting").
+measurement budget for later rounds ("frugal budgeting"). How many rounds, and whether JAM's rounds
+run at all, depends on the budget (:func:`precise_measurements`, public inputs only).
 """
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ def noise_ratio(rho: float, rounds: int, alpha: float, l2: float, rows: float, c
 def precise_measurements(rho: float, l2: float, rows: float, workload_cells: float) -> bool:
     """Whether the JAM paper's rounds measure a mean-sized workload marginal with noise below the
     record count in L1 (:func:`noise_ratio` ≤ 1): then a private answer is informative about the whole
-    distribution, and JAM spends as AIM does (:data:`PRECISE_PLAN`, a converged final fit); otherwise
-    as the paper does, where a few warm-started iterations keep the model from fitting noise."""
+    distribution, and the JAM preset hands the budget to AIM's selection (the selector on its own
+    spends as :data:`PRECISE_PLAN` says), with a converged final fit; otherwise JAM spends as the paper
+    does, where a few warm-started iterations keep the model from fitting noise."""
     return noise_ratio(rho, *PAPER_PLAN, l2, rows, workload_cells) <= 1.0
+
+
 # the model refitted every round unless a loop is given (the JAM preset's defaults)
 LOOP = {"iters": 5, "tol": 1e-4, "method": "precond", "dtype": "float32"}
 
