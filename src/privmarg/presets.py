@@ -32,6 +32,14 @@ AIM_WORK_MB = 100.0
 JAM_FINAL_ITERS = 5
 
 
+def aim_loop(iters: int = 250, tol: float = 1e-4, refit_method: str = "momentum",
+             work_mb: float | None = AIM_WORK_MB, fit_new: bool = True) -> PGM:
+    """AIM's model in the loop: warm-started refits of at most ``iters`` iterations (fewer on large
+    models: ``work_mb``), a new measurement explained first (``fit_new``)."""
+    return PGM(iters=iters, tol=tol, method=refit_method, cold_method="precond" if refit_method == "md" else refit_method,
+               work_mb=work_mb, min_iters=min(20, iters), fit_new=fit_new)
+
+
 class AIM(Synthesizer):
     """AIM (McKenna et al. 2022): :class:`~privmarg.select.aim.AIMSelector` + Private-PGM.
 
@@ -60,10 +68,8 @@ class AIM(Synthesizer):
         self.workload, self.max_model_size, self.rounds, self.alpha = workload, check_positive("max_model_size", max_model_size), rounds, alpha
         self.iters, self.final_iters, self.tol, self.refit_method = iters, final_iters, tol, refit_method
         self.work_mb, self.fit_new = work_mb, fit_new
-        loop = PGM(iters=iters, tol=tol, method=refit_method,
-                   cold_method="precond" if refit_method == "md" else refit_method,
-                   work_mb=work_mb, min_iters=min(20, iters), fit_new=fit_new)
-        sel = AIMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, loop=loop)
+        sel = AIMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size,
+                          loop=aim_loop(iters, tol, refit_method, work_mb, fit_new))
         gen = generator if generator is not None else PGM(
             iters=final_iters, tol=tol / 10, method=refit_method,
             work_mb=None if work_mb is None else 4 * work_mb, min_iters=min(100, final_iters))
@@ -190,7 +196,7 @@ class JAM(Synthesizer):
             iters, final_iters, tol, weighting, warm_start)
         self.refit_method, self.refit_dtype, self.supersede = refit_method, refit_dtype, supersede
         # at a precise budget AIM's rounds (with AIM's loop model), unless the user set JAM's own plan
-        aim = AIM(None, None, rho=1.0, workload=workload, max_model_size=max_model_size).selector
+        aim = AIMSelector(workload, max_model_size=max_model_size, loop=aim_loop())
         sel = JAMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, weighting=weighting,
                           warm_start=warm_start, supersede=supersede,
                           precise_final_iters=PRECISE_FINAL_ITERS if final_iters is None else None,

@@ -17,7 +17,7 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
     from ..core import downward_closure, parse_workload
     from ..privacy import cdp_rho, gaussian_sigma, marginal_l2, round_plan
     from ..privacy.risk import panel, zcdp_profile
-    from ..select.adaptive import SQRT_2_OVER_PI
+    from ..select.adaptive import expected_noise_share, mean_cells
     from ..select.aim import default_rounds
 
     rho = cdp_rho(epsilon, delta)
@@ -38,8 +38,7 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
         if rows:
             from ..select.aim import PRECISE_NOISE_RATIO, PRECISE_ROUNDS_PER_ATTRIBUTE
 
-            wl = parse_workload(workload, domain)
-            ratio = SQRT_2_OVER_PI * first * (sum(domain.size(c) for c, _ in wl) / len(wl)) / rows
+            ratio = expected_noise_share(first, mean_cells(domain, parse_workload(workload, domain)), rows)
             t4 = PRECISE_ROUNDS_PER_ATTRIBUTE * d
             if ratio <= PRECISE_NOISE_RATIO and t4 < t:
                 lines.append(f"with about {rows:,} rows a round would measure a mean-sized workload marginal with "
@@ -49,12 +48,12 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
         from ..select.jam import PAPER_PLAN, noise_ratio
 
         wl = parse_workload(workload, domain)
-        mean_cells = sum(domain.size(c) for c, _ in wl) / len(wl)
+        cells_wl = mean_cells(domain, wl)
         first = round_plan(rho / PAPER_PLAN[0], 1 - PAPER_PLAN[1], l2).sigma
         line = (f"JAM: each round chooses a public answer (free) or a private measurement of one of "
-                f"{len(wl):,} {workload} marginals (mean {mean_cells:,.0f} cells)")
+                f"{len(wl):,} {workload} marginals (mean {cells_wl:,.0f} cells)")
         if rows:
-            ratio = noise_ratio(rho, *PAPER_PLAN, l2, rows, mean_cells)
+            ratio = noise_ratio(rho, *PAPER_PLAN, l2, rows, cells_wl)
             T, a = PAPER_PLAN
             line += (f"; with {rows:,} rows a round's measurement of a mean-sized one has L1 noise {ratio:.2g} "
                      "times N, so JAM " + (
@@ -73,7 +72,7 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
         lines.append(f"{method}: for reference, every 1-way marginal measured once with the whole budget would "
                      f"get sigma {first:.3g} counts per cell; this method spends part of it elsewhere")
     if rows:
-        errs = [SQRT_2_OVER_PI * first * c / rows for c in cells]
+        errs = [expected_noise_share(first, c, rows) for c in cells]
         worst = max(range(d), key=lambda i: errs[i])
         lines.append(f"with about {rows:,} rows: expected L1 error of a 1-way marginal (0-2) from that noise "
                      f"{min(errs):.3g} to {max(errs):.3g} (column {domain.attrs[worst]!r}, {cells[worst]} values)")

@@ -32,10 +32,8 @@ def refine_with_public(schema: Schema, public: pd.DataFrame) -> tuple[Schema, li
             spec = col.with_bounds(float(x.min()), float(x.max()))
             notes.append(f"column {col.name!r}: bounds [{spec.min}, {spec.max}] from the public table (no DP step)")
         else:
-            keys = pd.Series(prepared[prepared != np.array(None)], dtype=object)
-            counts = keys.value_counts(sort=False)
-            ranked = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))
-            values = [key_value(str(k)) for k, _ in ranked]
+            counts = pd.Series(prepared, dtype=object).dropna().value_counts(sort=False)  # value keys: text
+            values = [key_value(k) for k, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
             values = [v for v in values if v is not None and not (col.other and v == col.other_label)]
             if not values:
                 cols.append(col)

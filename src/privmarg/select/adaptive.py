@@ -28,6 +28,17 @@ from .base import Clique, Context, Selection, check_positive, default_loop, meas
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
+def mean_cells(domain: Domain, workload) -> float:
+    """Mean cell count of a parsed workload's marginals (``[(clique, weight), ...]``): public."""
+    return float(np.mean([domain.size(c) for c, _ in workload]))
+
+
+def expected_noise_share(sigma: float, cells: float, rows: float) -> float:
+    """Expected L1 norm of N(0, σ²) noise on a marginal of ``cells`` cells, as a share of ``rows``
+    records: ``√(2/π)·σ·cells / rows`` (the budget rules of AIM and JAM)."""
+    return SQRT_2_OVER_PI * sigma * cells / rows
+
+
 @dataclass
 class RoundState:
     """What a run knows between rounds (released information plus the session)."""

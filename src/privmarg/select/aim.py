@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
-from .adaptive import SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState, model_errors
+from .adaptive import (SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState,
+                       expected_noise_share, mean_cells, model_errors)
 from .base import Selection, check_fraction, check_rounds
 
 # The AIM paper's T = 16·d was set on tables of at most ~17 attributes, whose all-3way workloads
@@ -104,8 +105,7 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
                 return
             spread = 3.0 * x.plan.sigma * math.sqrt(max(m.y.size for m in ones))
             n = max(1.0, float(np.median([m.y.sum() for m in ones])) - spread)
-        cells = float(np.mean([dom.size(c) for c, _ in self.workload_]))
-        x.noise_ratio = SQRT_2_OVER_PI * x.plan.sigma * cells / n
+        x.noise_ratio = expected_noise_share(x.plan.sigma, mean_cells(dom, self.workload_), n)
         if x.noise_ratio <= PRECISE_NOISE_RATIO and PRECISE_ROUNDS_PER_ATTRIBUTE * len(dom) < T:
             x.rounds = PRECISE_ROUNDS_PER_ATTRIBUTE * len(dom)
             x.plan = round_plan(x.rho, self.alpha, x.l2, x.rounds)

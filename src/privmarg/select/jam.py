@@ -9,7 +9,6 @@ run at all, depends on the budget (:func:`precise_measurements`, public inputs o
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -17,7 +16,8 @@ import numpy as np
 
 from ..core import Measurement, parse_workload
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
-from .adaptive import SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState
+from .adaptive import (SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState,
+                       expected_noise_share, mean_cells)
 from .base import Selection, check_fraction, check_rounds, default_loop
 
 WEIGHTINGS = ("equal", "mle", "inv_sigma")
@@ -37,8 +37,7 @@ def noise_ratio(rho: float, rounds: int, alpha: float, l2: float, rows: float, c
     ``cells`` cells, relative to the record count: ``√(2/π)·σ·cells / N`` with σ the noise of a round
     of ``ρ/T`` spending ``1 − α`` of it on the measurement (Δ₂ = ``l2``). Public inputs only (ρ, the
     plan, the domain, N under replace-one)."""
-    sigma = l2 / math.sqrt(2.0 * (1.0 - alpha) * rho / rounds)
-    return SQRT_2_OVER_PI * sigma * cells / rows
+    return expected_noise_share(round_plan(rho, 1.0 - alpha, l2, rounds).sigma, cells, rows)
 
 
 def precise_measurements(rho: float, l2: float, rows: float, workload_cells: float) -> bool:
@@ -131,15 +130,18 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         in under one round in ten. Otherwise JAM's rounds."""
         if self.precise_selector is not None and self.rounds is None and self.alpha is None \
                 and ctx.total is not None and ctx.public is not None:
-            wl = parse_workload(self.workload, session.domain)
-            cells = float(np.mean([session.domain.size(c) for c, _ in wl]))
-            if precise_measurements(ctx.rho, marginal_l2(session.neighbour), ctx.total, cells):
+            if self._precise(session, ctx):
                 sel = self.precise_selector.run(session, ctx)
                 sel.extra.update(precise=True, delegated_to=getattr(self.precise_selector, "name", "selector"))
                 if self.precise_final_iters is not None:
                     sel.hints.update(iters=self.precise_final_iters, method="momentum")
                 return sel
         return super().run(session, ctx)
+
+    def _precise(self, session, ctx) -> bool:
+        """:func:`precise_measurements` for this run: ρ, the workload over the domain, N (public)."""
+        cells = mean_cells(session.domain, parse_workload(self.workload, session.domain))
+        return precise_measurements(ctx.rho, marginal_l2(session.neighbour), ctx.total, cells)
 
     def initial(self, state: RoundState):
         s, ctx = state.session, state.ctx
@@ -155,8 +157,7 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         answers = s.answers(cands)  # private: only read to score a charged selection
         pub_err = {r: float(np.abs(a - proxy[r]).sum()) for r, a in zip(cands, answers)}
         l2 = marginal_l2(s.neighbour)
-        cells = float(np.mean([state.domain.size(c) for c, _ in self.workload_]))
-        precise = precise_measurements(ctx.rho, l2, ctx.total, cells)
+        precise = self._precise(s, ctx)
         T, alpha = (PRECISE_PLAN[0] * len(state.domain), PRECISE_PLAN[1]) if precise else PAPER_PLAN
         state.run = JAMRun(proxy, pub_err, int(pub.count()), l2, 2 * score_sensitivity(s.neighbour), precise,
                            self.rounds or T, self.alpha if self.alpha is not None else alpha)
