@@ -138,12 +138,26 @@ def _combined(dom, r, covering) -> tuple[np.ndarray, float]:
 
 
 def _supported_counts_bound(dom, r, covering, fail: float, n_hat: float, s: np.ndarray) -> float:
-    """Bound on ‖M_r(D) − N̂·s‖₁ (counts) holding with probability ≥ 1 − ``fail``: ‖M_r(D) − ȳ_r‖₁ ≤
-    σ̄(√(2/π)·n_r + λ√n_r), plus ‖ȳ_r − N̂·s‖₁ (triangle inequality)."""
+    """Bound on ‖M_r(D) − N̂·s‖₁ (counts) holding with probability ≥ 1 − ``fail``: the noise has
+    ‖M_r(D) − ȳ_r‖₁ ≤ B = σ̄(√(2/π)·n_r + λ√n_r), and true counts are never negative
+    (:func:`nonnegative_l1_max`)."""
     n_r = dom.size(r)
     lam = math.sqrt(2 * math.log(1 / fail))
     ybar, sbar = _combined(dom, r, covering)
-    return sbar * (_C * n_r + lam * math.sqrt(n_r)) + float(np.abs(ybar - n_hat * s).sum())
+    return nonnegative_l1_max(ybar, n_hat * s, sbar * (_C * n_r + lam * math.sqrt(n_r)))
+
+
+def nonnegative_l1_max(y: np.ndarray, t: np.ndarray, budget: float) -> float:
+    """An upper bound on ‖M − t‖₁ over every M ≥ 0 with ‖M − y‖₁ ≤ ``budget``:
+    ‖y⁺ − t‖₁ + budget − Σ_{y_i<0} |y_i|, with y⁺ = max(y, 0). On a cell where y_i < 0 ≤ M_i,
+    |M_i − y_i| = |M_i − 0| + |y_i|, so ‖M − y⁺‖₁ = ‖M − y‖₁ − Σ_{y_i<0}|y_i| and the triangle
+    inequality through y⁺ gives the bound; it is attained whenever some cell has y⁺_i ≥ t_i (move it
+    up by what is left). Plain triangle inequality through y would add 2·Σ_{y_i<0}|y_i|: on sparse
+    marginals half the empty cells are measured negative. A budget below Σ_{y_i<0}|y_i| admits no
+    such M (the noise bound failed): the value at y⁺."""
+    pos = np.maximum(y, 0.0)
+    forced = float(pos.sum() - y.sum())
+    return float(np.abs(pos - t).sum()) + max(budget - forced, 0.0)
 
 
 def measured_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None,
