@@ -129,3 +129,19 @@ def test_cached_private_answers_are_compact_read_only_and_exact():
     w = MeasurementSession(Weighted(src._data), Accountant(1.0), np.random.default_rng(2)).answers([("c",)])[0]
     assert w.dtype == np.float64 and not w.flags.writeable
     np.testing.assert_array_equal(w, src.marginals([("c",)])[0] * 0.5)
+
+
+def test_aim_refits_keep_their_floors_on_large_models():
+    """A 40 MB model (beyond both work caps) gets AIM's floors: 10 iterations a round, 50 at the end;
+    a 0.1 MB one the full ``iters`` / ``final_iters``."""
+    from privmarg import Domain
+    from privmarg.presets import AIM_FINAL_MIN_ITERS, AIM_MIN_ITERS
+
+    big = Domain(["a", "b", "c", "d"], [100, 100, 100, 5])  # the cliques below make one 38 MB table
+    cliques = [("a", "b", "c"), ("b", "c", "d"), ("a", "d")]
+    mech = AIM(10.0, 1e-9)
+    assert mech.selector.loop.iterations_for(big, cliques) == AIM_MIN_ITERS == 10
+    assert mech.generator.iterations_for(big, cliques) == AIM_FINAL_MIN_ITERS == 50
+    small = Domain(["a", "b"], [10, 10])
+    assert mech.selector.loop.iterations_for(small, [("a", "b")]) == mech.iters
+    assert mech.generator.iterations_for(small, [("a", "b")]) == mech.final_iters

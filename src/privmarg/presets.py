@@ -28,6 +28,11 @@ from .synth import Synthesizer
 # 20-80 MB models 250 iterations a round took 4-7 min a fit and gave no lower error than 50
 # (benchmarks/RESULTS.md, "AIM on fire in minutes"); models up to 4 MB (adult) are unaffected.
 AIM_WORK_MB = 100.0
+# the fewest iterations a refit gets however large its model: a round's warm refit, and the final
+# fit. On adult at ε = 10 (18-44 MB loop models) 10 and 50 instead of 20 and 100 halve the time
+# at a 3-way error still below session 22's (benchmarks/history/wide-tables.md, session 26)
+AIM_MIN_ITERS = 10
+AIM_FINAL_MIN_ITERS = 50
 #: JAM's final iterations when its measurements are noisy (the loop model plus a few in float64)
 JAM_FINAL_ITERS = 5
 
@@ -37,7 +42,7 @@ def aim_loop(iters: int = 250, tol: float = 1e-4, refit_method: str = "momentum"
     """AIM's model in the loop: warm-started refits of at most ``iters`` iterations (fewer on large
     models: ``work_mb``), a new measurement explained first (``fit_new``)."""
     return PGM(iters=iters, tol=tol, method=refit_method, cold_method="precond" if refit_method == "md" else refit_method,
-               work_mb=work_mb, min_iters=min(20, iters), fit_new=fit_new)
+               work_mb=work_mb, min_iters=min(AIM_MIN_ITERS, iters), fit_new=fit_new)
 
 
 class AIM(Synthesizer):
@@ -51,8 +56,8 @@ class AIM(Synthesizer):
     ``refit_method``: the estimator's step rule for every fit (``"momentum"``, the default;
     ``"md"``, plain mirror descent, whose cold first fit is preconditioned; or ``"precond"``).
     ``work_mb``: cap on a round's iterations × model size in MB, so that large models get fewer
-    iterations per round (never fewer than ``min(20, iters)``); the final fit's cap is
-    ``4 * work_mb`` (never below ``min(100, final_iters)``); ``None`` removes both caps. Models up to
+    iterations per round (never fewer than ``min(10, iters)``); the final fit's cap is
+    ``4 * work_mb`` (never below ``min(50, final_iters)``); ``None`` removes both caps. Models up to
     0.4 MB keep ``iters`` and ``final_iters`` (at the defaults).
 
     Privacy: ``rho``-zCDP in total, spent exactly; each round charges one exponential mechanism
@@ -72,7 +77,7 @@ class AIM(Synthesizer):
                           loop=aim_loop(iters, tol, refit_method, work_mb, fit_new))
         gen = generator if generator is not None else PGM(
             iters=final_iters, tol=tol / 10, method=refit_method,
-            work_mb=None if work_mb is None else 4 * work_mb, min_iters=min(100, final_iters))
+            work_mb=None if work_mb is None else 4 * work_mb, min_iters=min(AIM_FINAL_MIN_ITERS, final_iters))
         super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
 
     def fit(self, *args, **kw) -> "AIM":
