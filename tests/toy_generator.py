@@ -1,13 +1,52 @@
 """A generator written as a newcomer would add one (docs: one file + one registry line): each record
-drawn column by column from the measured 1-way marginals, records in a structural zero redrawn.
-Used by tests/test_contract.py to show such a generator keeps the shared contract."""
+drawn column by column from the measured 1-way marginals, records in a structural zero redrawn. Its
+model is a new kind that saved models write and read through ``to_state`` / ``from_state`` (the
+registry line names it). Used by tests/test_contract.py to show such a generator keeps the shared
+contract and saves."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from privmarg.generate.records import RecordsModel
+from privmarg.generate.state import domain_state, read_total
 from privmarg.generate.targets import forbidden
+
+
+class OneWayModel:
+    """Independent columns: one probability vector per column, ``total`` records."""
+
+    state_kind = "one-way"
+
+    def __init__(self, domain, total, probs, zeros=()):
+        self.domain, self.total, self.probs, self.zeros = domain, float(total), [np.asarray(p) for p in probs], list(zeros)
+
+    def project(self, attrs):
+        out = np.array([self.total])
+        for a in attrs:
+            out = np.multiply.outer(out, self.probs[self.domain.attrs.index(a)])
+        return out.ravel()
+
+    def sample(self, rows, rng):
+        codes = np.column_stack([rng.choice(len(p), size=rows, p=p) for p in self.probs])
+        for _ in range(100):  # redraw records in a structural zero (the rest keep their values)
+            bad = forbidden(codes, self.domain, self.zeros) if self.zeros else np.zeros(rows, bool)
+            if not bad.any():
+                break
+            codes[bad] = codes[rng.choice(np.flatnonzero(~bad), bad.sum())]
+        return codes
+
+    def to_state(self, key, arrays, save):
+        for i, p in enumerate(self.probs):
+            arrays[f"{key}.p.{i}"] = p
+        return {"domain": domain_state(self.domain), "total": self.total,
+                "probs": [f"{key}.p.{i}" for i in range(len(self.probs))]}
+
+    @classmethod
+    def from_state(cls, state, arrays, domain, load):
+        probs = [np.asarray(arrays[k], dtype=float) for k in state["probs"]]
+        if [len(p) for p in probs] != list(domain.shape) or any((p < 0).any() for p in probs):
+            raise ValueError("the column probabilities do not fit the domain")
+        return cls(domain, read_total(state), probs)
 
 
 class OneWayGenerator:
@@ -16,18 +55,9 @@ class OneWayGenerator:
     name = "one-way"
 
     def generate(self, measurements, domain, *, zeros=(), total=None, warm=None, seed=None, progress=None, **extra):
-        rng = np.random.default_rng(seed)
-        n = int(round(total)) if total else 1000
-        cols = []
+        probs = []
         for a in domain.attrs:
             ys = [np.clip(m.y, 0, None) for m in measurements if m.attrs == (a,)]
             p = np.mean(ys, axis=0) if ys else np.ones(domain.size([a]))
-            p = p / p.sum() if p.sum() > 0 else np.full(len(p), 1 / len(p))
-            cols.append(rng.choice(len(p), size=n, p=p))
-        codes = np.column_stack(cols)
-        for _ in range(100):  # redraw records in a structural zero (the rest keep their values)
-            bad = forbidden(codes, domain, zeros) if zeros else np.zeros(n, bool)
-            if not bad.any():
-                break
-            codes[bad] = codes[rng.choice(np.flatnonzero(~bad), bad.sum())]
-        return RecordsModel(domain, n, codes)
+            probs.append(p / p.sum() if p.sum() > 0 else np.full(len(p), 1 / len(p)))
+        return OneWayModel(domain, total if total else 1000, probs, zeros)

@@ -40,21 +40,22 @@ from typing import Any
 import numpy as np
 
 from ._version import __version__
-from .core import Domain, Measurement, StructuralZero, strict_json
+from .core import Measurement, StructuralZero, strict_json
+from . import registry
 from .generate.neural import NeuralModel
-from .generate.pgm import GraphicalModel, JunctionTree
-from .generate.records import RecordsModel
+from .generate.state import SKIP as _SKIP
+from .generate.state import domain_from_state as _domain
+from .generate.state import domain_state as _domain_state
+from .generate.state import plain as _plain
 from .io import DirectoryWriter, publish
 from .privacy import Accountant
 from .release import Released
-from .select.compress import DecompressedModel
 
 FORMAT = "privmarg-model"
 FORMAT_VERSION = 1
 MODEL_FILE = "model.json"
 MAX_MODEL_JSON_BYTES = 256 * 2**20  # a model's JSON holds names, categories and the ledger, not tables
 ARRAYS_FILE = "arrays.npz"
-_SKIP = object()
 
 
 # ------------------------------------------------------------------------------------- saving
@@ -77,7 +78,7 @@ def model_writer(obj: Released) -> DirectoryWriter:
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "privmarg_version": __version__}
     meta.update(_describe(obj))
     meta["privacy"] = obj.privacy_report()
-    meta["domain"] = [[a, int(k)] for a, k in zip(obj.domain_.attrs, obj.domain_.shape)]
+    meta["domain"] = _domain_state(obj.domain_)
     meta["public_rows"] = None if obj.public_rows_ is None else int(obj.public_rows_)
     meta["default_rows"] = int(obj.default_rows())
     meta["zeros"] = []
@@ -167,23 +168,6 @@ def _settings(obj: Any, skip: set | frozenset = frozenset({"seed", "loop", "inne
     return out
 
 
-def _plain(x: Any) -> Any:
-    """``x`` as JSON (numbers, strings, lists, dicts of those), or ``_SKIP``."""
-    if x is None or isinstance(x, (bool, str)):
-        return x
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return float(x)
-    if isinstance(x, (list, tuple)):
-        out = [_plain(v) for v in x]
-        return _SKIP if any(v is _SKIP for v in out) else out
-    if isinstance(x, dict):
-        out = {str(k): _plain(v) for k, v in x.items()}
-        return _SKIP if any(v is _SKIP for v in out.values()) else out
-    return _SKIP
-
-
 def _measurement_state(m: Measurement, i: int, arrays: dict) -> dict:
     arrays[f"measurement.{i}.y"] = np.asarray(m.y, dtype=float)
     out = {"attrs": list(m.attrs), "y": f"measurement.{i}.y", "sigma": m.sigma, "weight": float(m.weight),
@@ -195,72 +179,13 @@ def _measurement_state(m: Measurement, i: int, arrays: dict) -> dict:
     return out
 
 
-def _domain_state(domain: Domain) -> list:
-    return [[a, int(k)] for a, k in zip(domain.attrs, domain.shape)]
-
-
 def _model_state(model: Any, key: str, arrays: dict) -> dict:
-    if isinstance(model, DecompressedModel):
-        supports = {}
-        for a, s in model.supports.items():  # array names by column index: any column name is safe
-            k = f"{key}.supports.{model.domain.attrs.index(a)}"
-            arrays[k] = np.asarray(s, dtype=np.int64)
-            supports[a] = k
-        return {"kind": "decompressed", "domain": _domain_state(model.domain), "supports": supports,
-                "fixed": {a: int(v) for a, v in model.fixed.items()},
-                "inner": _model_state(model.model, f"{key}.inner", arrays)}
-    if isinstance(model, GraphicalModel):
-        keys = []
-        for i, t in enumerate(model.theta):
-            arrays[f"{key}.theta.{i}"] = np.asarray(t, dtype=float)
-            keys.append(f"{key}.theta.{i}")
-        tree = model.tree
-        return {"kind": "graphical_model", "domain": _domain_state(model.domain), "total": float(model.total),
-                "cliques": [list(c) for c in tree.cliques], "edges": [[int(p), int(c)] for p, c in tree.edges],
-                "order": list(tree.order), "theta": keys}
-    if isinstance(model, NeuralModel):  # DP-MERF / DP-TabDDPM: the network's weights, by parameter index
-        weights = {}
-        for i, (name, w) in enumerate(model.arrays().items()):
-            arrays[f"{key}.net.{i}"] = w
-            weights[name] = f"{key}.net.{i}"
-        return {"kind": model.kind, "domain": _domain_state(model.domain), "total": float(model.total),
-                "params": _plain(model.params), "weights": weights}
-    if type(model).__name__ == "PrivPGDGenerator" and hasattr(model, "codes_"):
-        arrays[f"{key}.codes"] = np.asarray(model.codes_, dtype=np.int64)
-        arrays[f"{key}.particles"] = np.asarray(model.particles_.numpy(), dtype=np.float32)
-        params = {k: _plain(v) for k, v in model.get_params().items() if k not in ("seed", "device")}
-        return {"kind": "particles", "domain": _domain_state(model.domain_), "total": float(model.total_),
-                "codes": f"{key}.codes", "particles": f"{key}.particles",
-                "params": {k: v for k, v in params.items() if v is not _SKIP}}
-    if type(model).__name__ == "RelaxedModel":
-        arrays[f"{key}.relaxed"] = np.asarray(model.relaxed, dtype=np.float32)
-        zs = []
-        for i, z in enumerate(model.zeros):
-            arrays[f"{key}.zeros.{i}"] = np.asarray(z.mask, dtype=bool)
-            zs.append({"attrs": list(z.attrs), "mask": f"{key}.zeros.{i}"})
-        return {"kind": "relaxed", "domain": _domain_state(model.domain), "total": float(model.total),
-                "relaxed": f"{key}.relaxed", "zeros": zs}
-    if isinstance(model, RecordsModel):  # GUM's and GSD's records, PMW^Pub's weighted public records
-        arrays[f"{key}.codes"] = np.asarray(model.codes_, dtype=np.int64)
-        out = {"kind": "records", "domain": _domain_state(model.domain), "total": float(model.total),
-               "codes": f"{key}.codes", "weights": None}
-        if model.weights is not None:
-            arrays[f"{key}.weights"] = np.asarray(model.weights, dtype=float)
-            out["weights"] = f"{key}.weights"
-        return out
-    if type(model).__name__ == "GEMModel":  # GEM's network: weights, the fixed latent batch, zeros
-        params = []
-        for i, p in enumerate(model.params):
-            arrays[f"{key}.params.{i}"] = p.numpy().astype(np.float32)
-            params.append(f"{key}.params.{i}")
-        arrays[f"{key}.latent"] = model.latent.numpy().astype(np.float32)
-        zeros = []
-        for i, z in enumerate(model.zeros):
-            arrays[f"{key}.zeros.{i}"] = np.asarray(z.mask, dtype=bool)
-            zeros.append({"attrs": list(z.attrs), "mask": f"{key}.zeros.{i}"})
-        return {"kind": "gem", "domain": _domain_state(model.domain), "total": float(model.total),
-                "params": params, "latent": f"{key}.latent", "zeros": zeros, "ema": model.ema}
-    raise TypeError(f"cannot save a model of type {type(model).__name__}")
+    """The model's saved form, written by the class the registry names for its ``state_kind``."""
+    kind = getattr(model, "state_kind", None)
+    cls = registry.model_class(kind) if kind in registry.model_kinds() else None
+    if cls is None or not isinstance(model, cls):
+        raise TypeError(f"cannot save a model of type {type(model).__name__}")
+    return {"kind": kind, **model.to_state(key, arrays, lambda inner, k: _model_state(inner, k, arrays))}
 
 
 # ------------------------------------------------------------------------------------ loading
@@ -373,13 +298,6 @@ def _memory_cap() -> int:
     return (avail // 2) if avail else 64 * 2**30
 
 
-def _total(state: dict) -> float:
-    total = float(state["total"])
-    if not (math.isfinite(total) and total >= 0):
-        raise ValueError(f"the model's total must be a finite count >= 0, got {state['total']!r}")
-    return total
-
-
 def _line(e: BaseException) -> str:
     msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
     return " ".join(msg.split()) or type(e).__name__
@@ -415,86 +333,11 @@ def _build(info: dict, arrays: dict, path: Path) -> SavedSynthesizer:
     return SavedSynthesizer(info, model, encoder, acc, measurements, zeros, path)
 
 
-def _domain(state: list) -> Domain:
-    return Domain([a for a, _ in state], [int(k) for _, k in state])
-
-
 def _model(state: dict, arrays: dict) -> Any:
+    """A saved model back, by the class the registry names for its kind (which checks its input)."""
     kind = state["kind"]
-    domain = _domain(state["domain"])
-    if kind == "graphical_model":
-        tree = JunctionTree(domain, [tuple(c) for c in state["cliques"]], [(int(p), int(c)) for p, c in state["edges"]],
-                            list(state["order"]))
-        theta = [np.asarray(arrays[k], dtype=float) for k in state["theta"]]
-        for c, t in zip(tree.cliques, theta):
-            if t.shape != domain.sizes(c):
-                raise ValueError(f"potential of clique {c} has shape {t.shape}, expected {domain.sizes(c)}")
-            if np.isnan(t).any() or (t == np.inf).any():  # -inf is a structural zero
-                raise ValueError(f"potential of clique {c} holds NaN or +inf")
-        if len(theta) != len(tree.cliques):
-            raise ValueError("one potential per clique expected")
-        return GraphicalModel(domain, tree, theta, _total(state))
-    if kind == "decompressed":
-        supports = {a: np.asarray(arrays[k], dtype=np.int64) for a, k in state["supports"].items()}
-        return DecompressedModel(_model(state["inner"], arrays), domain, supports, state.get("fixed") or {})
-    if kind == "particles":
-        try:
-            import torch
-        except ImportError:  # pragma: no cover - torch is needed by PrivPGD models only
-            raise ValueError("this saved model is PrivPGD's: loading it needs torch (pip install privmarg[torch])") from None
-        from .generate.privpgd.privpgd import PrivPGDGenerator
-
-        gen = PrivPGDGenerator(**state.get("params", {}))
-        codes = np.asarray(arrays[state["codes"]], dtype=np.int64)
-        if codes.ndim != 2 or codes.shape[1] != len(domain) or (codes.size and (
-                codes.min() < 0 or (codes >= np.asarray(domain.shape)).any())):
-            raise ValueError("the particles' codes do not fit the domain")
-        gen.domain_ = domain
-        gen.total_ = _total(state)
-        gen.codes_ = codes
-        gen.particles_ = torch.as_tensor(np.asarray(arrays[state["particles"]], dtype=np.float32))
-        gen.device_ = torch.device("cpu")
-        return gen
-    if kind == "relaxed":
-        try:
-            from .generate.relaxed import RelaxedModel
-        except ImportError:  # pragma: no cover - torch is needed by relaxed-projection models only
-            raise ValueError("this saved model is a relaxed projection's: loading it needs torch "
-                             "(pip install privmarg[torch])") from None
-        relaxed = np.asarray(arrays[state["relaxed"]], dtype=np.float32)
-        if relaxed.ndim != 2 or not np.all(np.isfinite(relaxed)) or (relaxed < 0).any():
-            raise ValueError("the relaxed data is not a matrix of probabilities")
-        zs = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in state.get("zeros", [])]
-        return RelaxedModel(domain, relaxed, _total(state), zs)
-    if kind == "records":
-        w = state.get("weights")
-        return RecordsModel(domain, _total(state), np.asarray(arrays[state["codes"]], dtype=np.int64),
-                            None if w is None else np.asarray(arrays[w], dtype=float))
-    if kind == "gem":
-        try:
-            import torch
-        except ImportError:  # pragma: no cover - torch is needed by GEM models only
-            raise ValueError("this saved model is GEM's: loading it needs torch (pip install privmarg[torch])") from None
-        from .generate.gem import GEMModel
-
-        params = [torch.as_tensor(np.asarray(arrays[k], dtype=np.float32)) for k in state["params"]]
-        latent = torch.as_tensor(np.asarray(arrays[state["latent"]], dtype=np.float32))
-        if len(params) < 2 or params[-1].shape != (sum(domain.shape),) or latent.ndim != 2 \
-                or params[0].shape[1] != latent.shape[1]:
-            raise ValueError("the GEM network does not fit the domain")
-        zeros = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in state.get("zeros", [])]
-        return GEMModel(domain, _total(state), params, latent, zeros, state.get("ema"))
-    if kind in ("dpmerf", "tabddpm"):
-        try:
-            import torch  # noqa: F401
-        except ImportError:  # pragma: no cover - torch is needed by these models only
-            raise ValueError(f"this saved model is {kind}'s: loading it needs torch (pip install privmarg[torch])") from None
-        if kind == "dpmerf":
-            from .generate.dpmerf import MERFModel as cls
-        else:
-            from .generate.tabddpm import TabDDPMModel as cls
-        model = cls(domain, _total(state), **state["params"])
-        model.load_arrays({name: arrays[k] for name, k in state["weights"].items()})
-        model.net.eval()
-        return model
-    raise ValueError(f"unknown model kind {kind!r}")
+    try:
+        cls = registry.model_class(kind)
+    except registry.MissingExtra as e:
+        raise ValueError(f"this saved model is of kind {kind!r}: {e}") from None
+    return cls.from_state(state, arrays, _domain(state["domain"]), lambda inner: _model(inner, arrays))

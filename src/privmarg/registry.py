@@ -20,7 +20,10 @@ class Entry:
     ``selector`` and ``generator`` (registry names) to combine into a class made in
     :mod:`privmarg.presets` (then ``target`` says where it appears). ``flags``: "workload" (takes a
     workload), "public" (needs public data), "torch" (needs torch), "adaptive" (model in the loop),
-    "replace_one" (needs the record count public), "deep" (needs opacus and dp-accounting)."""
+    "replace_one" (needs the record count public), "deep" (needs opacus and dp-accounting).
+    ``model``: ``"kind=module:Class"``, the fitted model class this entry's fits produce, when no
+    other entry names it; saved models write and read it through its ``to_state`` / ``from_state``
+    (:mod:`privmarg.generate.state`), so a new generator with its own model is still one line."""
 
     name: str
     kind: str
@@ -29,6 +32,7 @@ class Entry:
     selector: str = ""
     generator: str = ""
     flags: frozenset = field(default_factory=frozenset)
+    model: str = ""
 
 
 def _f(*names: str) -> frozenset:
@@ -71,13 +75,15 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("privmrf", "preset", "PrivMRF: noisy attribute graph, Bayesian-network start, refinement + Private-PGM",
           "privmarg.presets:PrivMRF", selector="privmrf", generator="pgm", flags=_f("adaptive")),
     Entry("dpmerf", "preset", "DP-MERF: one noisy random-feature mean embedding + a generator network (torch)",
-          "privmarg.presets:DPMERF", flags=_f("torch")),
+          "privmarg.presets:DPMERF", flags=_f("torch"), model="dpmerf=privmarg.generate.dpmerf:MERFModel"),
     Entry("tabddpm", "preset", "DP-TabDDPM: multinomial diffusion trained with DP-SGD (torch, Opacus; RDP accounting)",
-          "privmarg.presets:TabDDPM", flags=_f("torch", "deep")),
+          "privmarg.presets:TabDDPM", flags=_f("torch", "deep"),
+          model="tabddpm=privmarg.generate.tabddpm:TabDDPMModel"),
     # selectors
     Entry("aim", "selector", "AIM's adaptive selection", "privmarg.select.aim:AIMSelector",
           flags=_f("workload", "adaptive")),
-    Entry("mst", "selector", "MST's spanning tree (with domain compression)", "privmarg.select.mst:MSTSelector"),
+    Entry("mst", "selector", "MST's spanning tree (with domain compression)", "privmarg.select.mst:MSTSelector",
+          model="decompressed=privmarg.select.compress:DecompressedModel"),
     Entry("mwem", "selector", "MWEM's equal rounds", "privmarg.select.mwem:MWEMSelector",
           flags=_f("workload", "adaptive")),
     Entry("independent", "selector", "all 1-way marginals", "privmarg.select.independent:IndependentSelector"),
@@ -98,17 +104,19 @@ ENTRIES: tuple[Entry, ...] = (
           "privmarg.select.privmrf:PrivMRFSelector", flags=_f("adaptive")),
     # generators
     Entry("pgm", "generator", "graphical model (Private-PGM): mirror descent on a junction tree",
-          "privmarg.generate.pgm:PGM"),
+          "privmarg.generate.pgm:PGM", model="graphical_model=privmarg.generate.pgm.graphical_model:GraphicalModel"),
     Entry("privpgd", "generator", "particles moved by sliced-Wasserstein gradient descent (torch)",
-          "privmarg.generate.privpgd.privpgd:PrivPGDGenerator", flags=_f("torch")),
+          "privmarg.generate.privpgd.privpgd:PrivPGDGenerator", flags=_f("torch"),
+          model="particles=privmarg.generate.privpgd.privpgd:PrivPGDGenerator"),
     Entry("gum", "generator", "PrivSyn's GUM: records updated marginal by marginal towards consistent noisy marginals",
-          "privmarg.generate.gum:GUM"),
+          "privmarg.generate.gum:GUM", model="records=privmarg.generate.records:RecordsModel"),
     Entry("relaxed", "generator", "relaxed projection: per-attribute probability rows fitted by Adam (torch)",
-          "privmarg.generate.relaxed:RelaxedProjection", flags=_f("torch")),
+          "privmarg.generate.relaxed:RelaxedProjection", flags=_f("torch"),
+          model="relaxed=privmarg.generate.relaxed:RelaxedModel"),
     Entry("genetic", "generator", "Private-GSD's genetic algorithm over a table of records",
           "privmarg.generate.genetic:GeneticGenerator"),
     Entry("gem", "generator", "GEM's generator network: softmax blocks from a fixed latent batch (torch)",
-          "privmarg.generate.gem:GEMGenerator", flags=_f("torch")),
+          "privmarg.generate.gem:GEMGenerator", flags=_f("torch"), model="gem=privmarg.generate.gem:GEMModel"),
 )
 
 
@@ -125,6 +133,25 @@ def entry(kind: str, name: str) -> Entry:
         if e.kind == kind and e.name == name.lower():
             return e
     raise KeyError(f"unknown {kind} {name!r}: choose one of {', '.join(names(kind))}")
+
+
+def model_kinds() -> dict[str, Entry]:
+    """Saved-model kind → the entry whose ``model`` names its class (the first one)."""
+    out: dict[str, Entry] = {}
+    for e in ENTRIES:
+        if e.model:
+            out.setdefault(e.model.split("=", 1)[0], e)
+    return out
+
+
+def model_class(kind: str) -> type:
+    """The model class of a saved-model ``kind``; ValueError for an unknown kind, :class:`MissingExtra`
+    when the class needs a package that is not installed."""
+    e = model_kinds().get(kind)
+    if e is None:
+        raise ValueError(f"unknown model kind {kind!r}")
+    require(e)
+    return load(e.model.split("=", 1)[1])
 
 
 def load(target: str) -> Any:

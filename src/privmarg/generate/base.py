@@ -29,6 +29,10 @@ class Model(Protocol):
     def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
         """``rows`` records as integer codes (rows × attributes, domain order)."""
 
+    # to be saved (privmarg.persist), a model also has ``state_kind``, ``to_state`` and the
+    # classmethod ``from_state`` of :class:`privmarg.generate.state.SavedState`, and a registry
+    # line names its class under that kind
+
 
 @runtime_checkable
 class Generator(Protocol):

@@ -145,7 +145,7 @@ class _Blocks:
 class MERFModel(NeuralModel):
     """A trained DP-MERF generator: Gaussian noise → MLP → per-attribute categorical draws."""
 
-    kind = "dpmerf"
+    kind = state_kind = "dpmerf"  # state_kind: in saved models
 
     def __init__(self, domain: Domain, total: float, *, latent: int, hidden: Sequence[int], device: Any = None,
                  init_seed: int = 0):

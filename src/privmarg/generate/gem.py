@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -36,6 +36,7 @@ from ..core import Domain, Measurement, StructuralZero
 from .mixture import ProductMixture
 from .targets import marginal_targets, resolve_total
 from .neural import torch_device
+from .state import domain_state, read_total, zeros_from_state, zeros_to_state
 
 
 def _seed_int(seed: Any) -> int:
@@ -156,6 +157,29 @@ class GEMModel:
         self.spans = [(int(e - k), int(e)) for k, e in zip(ks, ends)]
         self.starts = {a: s for a, (s, _) in zip(domain.attrs, self.spans)}
         self._mixture: ProductMixture | None = None
+
+    state_kind: ClassVar[str] = "gem"  # in saved models (:mod:`privmarg.generate.state`)
+
+    def to_state(self, key: str, arrays: dict, save) -> dict:
+        """The saved form: the network's weights (its hidden sizes follow from them), the fixed
+        latent batch, the structural zeros and the error EMA."""
+        params = []
+        for i, p in enumerate(self.params):
+            arrays[f"{key}.params.{i}"] = p.numpy().astype(np.float32)
+            params.append(f"{key}.params.{i}")
+        arrays[f"{key}.latent"] = self.latent.numpy().astype(np.float32)
+        return {"domain": domain_state(self.domain), "total": float(self.total), "params": params,
+                "latent": f"{key}.latent", "zeros": zeros_to_state(self.zeros, key, arrays), "ema": self.ema}
+
+    @classmethod
+    def from_state(cls, state: dict, arrays: dict, domain: Domain, load) -> "GEMModel":
+        params = [torch.as_tensor(np.asarray(arrays[k], dtype=np.float32)) for k in state["params"]]
+        latent = torch.as_tensor(np.asarray(arrays[state["latent"]], dtype=np.float32))
+        if len(params) < 2 or params[-1].shape != (sum(domain.shape),) or latent.ndim != 2 \
+                or params[0].shape[1] != latent.shape[1]:
+            raise ValueError("the GEM network does not fit the domain")
+        return cls(domain, read_total(state), params, latent, zeros_from_state(state.get("zeros", []), arrays),
+                   state.get("ema"))
 
     @property
     def hidden(self) -> tuple[int, ...]:

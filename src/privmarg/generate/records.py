@@ -4,10 +4,12 @@ reweighted public records)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
 from ..core import Domain
+from .state import domain_state, read_total
 from .targets import cell_index
 
 
@@ -35,6 +37,24 @@ class RecordsModel:
     replacement"). Weighted: a distribution over the records (probabilities, summing to 1), sampled
     with replacement by :func:`systematic_draw` (each record ⌊n·w⌋ or ⌈n·w⌉ times). Post-processing
     only: no privacy cost."""
+
+    state_kind: ClassVar[str] = "records"  # in saved models (:mod:`privmarg.generate.state`)
+
+    def to_state(self, key: str, arrays: dict, save) -> dict:
+        """The saved form: the records (and their weights)."""
+        arrays[f"{key}.codes"] = np.asarray(self.codes_, dtype=np.int64)
+        out = {"domain": domain_state(self.domain), "total": float(self.total), "codes": f"{key}.codes",
+               "weights": None}
+        if self.weights is not None:
+            arrays[f"{key}.weights"] = np.asarray(self.weights, dtype=float)
+            out["weights"] = f"{key}.weights"
+        return out
+
+    @classmethod
+    def from_state(cls, state: dict, arrays: dict, domain: Domain, load) -> "RecordsModel":
+        w = state.get("weights")
+        return cls(domain, read_total(state), np.asarray(arrays[state["codes"]], dtype=np.int64),
+                   None if w is None else np.asarray(arrays[w], dtype=float))
 
     def __init__(self, domain: Domain, total: float, codes: np.ndarray, weights: np.ndarray | None = None,
                  info: dict | None = None):

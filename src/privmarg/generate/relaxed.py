@@ -21,13 +21,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
 from ..core import Domain, Measurement, StructuralZero
 from .mixture import ProductMixture
+from .state import domain_state, read_total, zeros_from_state, zeros_to_state
 from .neural import torch_device
 from .targets import resolve_total
 
@@ -215,6 +216,21 @@ class RelaxedModel(ProductMixture):
         super().__init__(domain, relaxed, total, zeros, stratified=True)
         self.info = info or {}
         self.layout = _Layout(domain)
+
+    state_kind: ClassVar[str] = "relaxed"  # in saved models (:mod:`privmarg.generate.state`)
+
+    def to_state(self, key: str, arrays: dict, save) -> dict:
+        """The saved form: the N' × Σk probability rows and the structural zeros."""
+        arrays[f"{key}.relaxed"] = np.asarray(self.relaxed, dtype=np.float32)
+        return {"domain": domain_state(self.domain), "total": float(self.total), "relaxed": f"{key}.relaxed",
+                "zeros": zeros_to_state(self.zeros, key, arrays)}
+
+    @classmethod
+    def from_state(cls, state: dict, arrays: dict, domain: Domain, load) -> "RelaxedModel":
+        relaxed = np.asarray(arrays[state["relaxed"]], dtype=np.float32)
+        if relaxed.ndim != 2 or not np.all(np.isfinite(relaxed)) or (relaxed < 0).any():
+            raise ValueError("the relaxed data is not a matrix of probabilities")
+        return cls(domain, relaxed, read_total(state), zeros_from_state(state.get("zeros", []), arrays))
 
     @property
     def relaxed(self) -> np.ndarray:

@@ -30,7 +30,7 @@ from .neural import NeuralModel, mlp, seeded, torch_device
 class TabDDPMModel(NeuralModel):
     """Multinomial diffusion over ``domain``: the schedule, the denoiser ``net`` and its sampler."""
 
-    kind = "tabddpm"
+    kind = state_kind = "tabddpm"  # state_kind: in saved models
 
     def __init__(self, domain: Domain, total: float, *, timesteps: int = 50, hidden: Sequence[int] = (128, 128),
                  time_dim: int = 32, device: Any = None, init_seed: int = 0):

@@ -12,12 +12,13 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..core import Domain, Measurement
 from ..data import MappedSource
+from ..generate.state import domain_state
 from ..privacy import even_sigma, marginal_l2
 from .base import Context, Selection, check_fraction, one_ways
 
@@ -82,6 +83,23 @@ class DecompressedModel:
     uniformly over the values it merged; sampled records draw uniformly among them. ``fixed``
     (attribute -> original code) is evidence a conditioned model holds: the attribute's mass and
     records sit on that value."""
+
+    state_kind: ClassVar[str] = "decompressed"  # in saved models (:mod:`privmarg.generate.state`)
+
+    def to_state(self, key: str, arrays: dict, save) -> dict:
+        """The saved form: each compressed column's kept values, the evidence, the inner model."""
+        supports = {}
+        for a, s in self.supports.items():  # array names by column index: any column name is safe
+            k = f"{key}.supports.{self.domain.attrs.index(a)}"
+            arrays[k] = np.asarray(s, dtype=np.int64)
+            supports[a] = k
+        return {"domain": domain_state(self.domain), "supports": supports,
+                "fixed": {a: int(v) for a, v in self.fixed.items()}, "inner": save(self.model, f"{key}.inner")}
+
+    @classmethod
+    def from_state(cls, state: dict, arrays: dict, domain: Domain, load) -> "DecompressedModel":
+        supports = {a: np.asarray(arrays[k], dtype=np.int64) for a, k in state["supports"].items()}
+        return cls(load(state["inner"]), domain, supports, state.get("fixed") or {})
 
     def __init__(self, model: Any, domain: Domain, supports: dict[str, np.ndarray],
                  fixed: Mapping[str, int] | None = None):

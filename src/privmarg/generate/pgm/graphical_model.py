@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from ...core import Domain
 from ...core.sums import sum_out
 from .belief import _Plan, belief_propagation, broadcast_shape, sum_axes
 from .junction_tree import JunctionTree, bit_masks
+from ..state import domain_state, read_total
 from .sum_tree import marginals_of
 
 
@@ -38,6 +39,8 @@ class GraphicalModel:
     ``project(attrs)`` gives the model's marginal (counts summing to ``total``) on any attribute set;
     ``synthetic_data(rows, rng)`` draws records by randomized rounding.
     """
+
+    state_kind: ClassVar[str] = "graphical_model"  # in saved models (:mod:`privmarg.generate.state`)
 
     def __init__(self, domain: Domain, tree: JunctionTree, theta: list[np.ndarray], total: float,
                  plan: _Plan | None = None, marginals: list[np.ndarray] | None = None):
@@ -440,6 +443,31 @@ class GraphicalModel:
                 counts = table[np.unravel_index(occupied, d.sizes(par))]
             out[:, col[a]] = _fill_groups(counts, group.ravel(), rng, method)
         return out
+
+    def to_state(self, key: str, arrays: dict, save) -> dict:
+        """The saved form: junction tree (cliques, edges, elimination order) and log-potentials."""
+        names = []
+        for i, t in enumerate(self.theta):
+            arrays[f"{key}.theta.{i}"] = np.asarray(t, dtype=float)
+            names.append(f"{key}.theta.{i}")
+        tree = self.tree
+        return {"domain": domain_state(self.domain), "total": float(self.total),
+                "cliques": [list(c) for c in tree.cliques], "edges": [[int(p), int(c)] for p, c in tree.edges],
+                "order": list(tree.order), "theta": names}
+
+    @classmethod
+    def from_state(cls, state: dict, arrays: dict, domain: Domain, load) -> "GraphicalModel":
+        tree = JunctionTree(domain, [tuple(c) for c in state["cliques"]], [(int(p), int(c)) for p, c in state["edges"]],
+                            list(state["order"]))
+        theta = [np.asarray(arrays[k], dtype=float) for k in state["theta"]]
+        if len(theta) != len(tree.cliques):
+            raise ValueError("one potential per clique expected")
+        for c, t in zip(tree.cliques, theta):
+            if t.shape != domain.sizes(c):
+                raise ValueError(f"potential of clique {c} has shape {t.shape}, expected {domain.sizes(c)}")
+            if np.isnan(t).any() or (t == np.inf).any():  # -inf is a structural zero
+                raise ValueError(f"potential of clique {c} holds NaN or +inf")
+        return cls(domain, tree, theta, read_total(state))
 
 
 # einsum's own loop (no path search, no BLAS) is faster up to about this many index combinations

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -51,6 +51,7 @@ import torch
 from ...core import Domain, Measurement, StructuralZero
 from ...core.measurement import estimate_total
 from ..neural import torch_device
+from ..state import SKIP, checked_codes, domain_state, plain, read_total
 from .geometry import bin_centres, embed_codes, grid_centres, nearest_codes
 from .measurements import _consistent, _marginal_weights, _merge_measurements, _one_way, _repair_zeros, _valid_cells
 from .projection import (_ADAM_EPS, _BETAS, _directions, _torch_seed, project_signed_measures, quantise,
@@ -115,6 +116,10 @@ class PrivPGDGenerator:
       benchmarks/RESULTS.md) moved from SW1 0.00273 / TV 0.088 / covariance 0.090 / counting 0.016
       to 0.00248 / 0.084 / 0.088 / 0.011 in the same time. Starting from the projected 1-way
       marginals (``init="marginals"``) changed nothing further (0.00248 / 0.084 / 0.088).
+    * ``weight_power=1`` and ``consistency=True`` (the paper: 0 and False): noisy marginals weighted
+      by the inverse variance of their noise, and made to agree on shared attributes before the
+      projection; together they put PrivPGD ahead of AIM on adult's 2-way SW1 and covariance
+      (benchmarks/history/methods.md). Both use only noise scales and measurements: no privacy cost.
     * Hot loop (one epoch at ``m = N``: ~19 steps × 5 marginals × 10 directions): 32-bit packed keys
       (value bucket | index, numpy SIMD sort; :func:`_argsort_bounded`) instead of exact 64-bit
       keys, targets expanded with ``np.repeat``; SW projection step without autograd or
@@ -139,16 +144,16 @@ class PrivPGDGenerator:
     init: "uniform" (particles i.i.d. uniform, the paper) or "marginals" (each coordinate from its
         projected 1-way marginal, uniform within the bin).
     weight_power: weight of each marginal's SW2² gradient, ``(n_c σ_c² / N²)^(-weight_power)``
-        normalised to mean 1 (``n_c`` cells, ``σ_c`` its noise; :func:`_marginal_weights`). 0 (the
-        default, the paper): all equal. With all 2-way marginals measured at one σ, a 10,000-cell
-        marginal's target is mostly noise while a 4-cell one is nearly exact; ``weight_power=1``
-        (inverse variance of the noise in a marginal's CDF) let PrivPGD beat AIM on adult ε = 2.5
-        (benchmarks/RESULTS.md, issue 18). Uses only the noise scales and the public domain.
+        normalised to mean 1 (``n_c`` cells, ``σ_c`` its noise; :func:`_marginal_weights`). 1 (the
+        default): the inverse variance of the noise in a marginal's CDF; with all 2-way marginals
+        measured at one σ, a 10,000-cell marginal's target is mostly noise while a 4-cell one is
+        nearly exact. 0 (the paper, :meth:`paper`): all equal. Benchmarks: benchmarks/history/methods.md
+        ("PrivPGD at ≤ 10 min on one core"). Uses only the noise scales and the public domain.
     consistency: before the projection, make the noisy marginals agree on every shared attribute
         (:func:`_consistent`: each attribute's 1-way marginal is the inverse-variance average of
         what every measured marginal holding it implies, and each marginal is shifted evenly to
-        it; PrivSyn's consistency step). False (the default, the paper): each marginal is
-        projected alone. Post-processing of the measurements: no privacy cost.
+        it; PrivSyn's consistency step). True by default; False (the paper, :meth:`paper`): each
+        marginal is projected alone. Post-processing of the measurements: no privacy cost.
     constraint_strength: ``lambda`` for a constraint passed to :meth:`fit` (1.0).
     grad_scale: the reference's gradient multiplier (100) for SW2 and the constraint alike.
     device: ``None``/"auto" (CUDA if available), "cpu", "cuda", ...; ``seed``: int or SeedSequence.
@@ -160,14 +165,14 @@ class PrivPGDGenerator:
     """
 
     PAPER = dict(n_particles=100_000, epochs=1000, scheduler_step=50, mask_rate=0.8, proj_iters=1750, proj_num_projections=200,
-                 proj_resample=1, proj_stop_tol=0.0, init="uniform")
+                 proj_resample=1, proj_stop_tol=0.0, init="uniform", weight_power=0.0, consistency=False)
 
     def __init__(self, n_particles: int | None = None, epochs: int = 200, batch_size: int = 5,
                  num_projections: int = 10, lr: float = 0.1, scheduler_step: int = 10,
                  scheduler_gamma: float = 0.75, mask_rate: float = 0.0, *, proj_iters: int = 200,
                  proj_num_projections: int = 32, proj_lr: float = 0.1, proj_scheduler_step: int = 100,
                  proj_scheduler_gamma: float = 0.8, proj_resample: int = 0, proj_stop_tol: float = 0.01,
-                 init: str = "uniform", weight_power: float = 0.0, consistency: bool = False,
+                 init: str = "uniform", weight_power: float = 1.0, consistency: bool = True,
                  constraint_strength: float = 1.0, grad_scale: float = 100.0,
                  device: Any = None, seed: int | np.random.SeedSequence | None = None):
         def pos_int(name, x, allow_zero=False):
@@ -225,6 +230,28 @@ class PrivPGDGenerator:
         """The paper's settings (:attr:`PAPER`: 100k particles, 1000 epochs, projection 1750 × 200 fresh
         directions, no early stopping), with ``changes`` on top."""
         return cls(**{**cls.PAPER, **changes})
+
+    state_kind: ClassVar[str] = "particles"  # in saved models (:mod:`privmarg.generate.state`)
+
+    def to_state(self, key: str, arrays: dict, save) -> dict:
+        """The saved form of a fitted generator: its particles, their codes and its settings."""
+        if not hasattr(self, "codes_"):
+            raise TypeError("cannot save an unfitted PrivPGDGenerator")
+        arrays[f"{key}.codes"] = np.asarray(self.codes_, dtype=np.int64)
+        arrays[f"{key}.particles"] = np.asarray(self.particles_.numpy(), dtype=np.float32)
+        params = {k: plain(v) for k, v in self.get_params().items() if k not in ("seed", "device")}
+        return {"domain": domain_state(self.domain_), "total": float(self.total_), "codes": f"{key}.codes",
+                "particles": f"{key}.particles", "params": {k: v for k, v in params.items() if v is not SKIP}}
+
+    @classmethod
+    def from_state(cls, state: dict, arrays: dict, domain: Domain, load) -> "PrivPGDGenerator":
+        gen = cls(**state.get("params", {}))
+        gen.domain_ = domain
+        gen.total_ = read_total(state)
+        gen.codes_ = checked_codes(arrays[state["codes"]], domain, "particles' codes")
+        gen.particles_ = torch.as_tensor(np.asarray(arrays[state["particles"]], dtype=np.float32))
+        gen.device_ = torch.device("cpu")
+        return gen
 
     def clone(self, **changes) -> "PrivPGDGenerator":
         """An unfitted copy with some parameters changed."""
