@@ -17,7 +17,7 @@ import numpy as np
 from ..core import Measurement, parse_workload
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
 from .adaptive import (SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState,
-                       expected_noise_share, mean_cells)
+                       expected_noise_share, mean_cells, model_errors)
 from .base import Selection, check_fraction, check_rounds, default_loop
 
 WEIGHTINGS = ("equal", "mle", "inv_sigma")
@@ -182,9 +182,8 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         if model is None:
             err = {r: 0.0 for r in cands}
         else:
-            answers = dict(zip(cands, state.session.answers(cands)))
-            # widest first: the graphical model then sums a cached 3-way marginal for a 2-way one
-            err = {r: float(np.abs(answers[r] - model.project(r)).sum()) for r in sorted(cands, key=len, reverse=True)}
+            # the candidates inside one clique share partial sums (as AIM's scoring)
+            err = dict(zip(cands, model_errors(model, list(cands), state.session.answers(cands)).tolist()))
         scores = np.array([err[r] - SQRT_2_OVER_PI * plan.sigma * dom.size(r) for r in cands]
                           + [err[r] - x.pub_err[r] for r in pub_t])
         options = [Option(r, "private") for r in cands] + [Option(r, "public") for r in pub_t]
