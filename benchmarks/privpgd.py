@@ -73,7 +73,12 @@ def generator_kwargs(args) -> dict:
     for item in args.gen or []:
         key, val = item.split("=", 1)
         default = getattr(defaults, key)  # cast to the default's type (None defaults are integers)
-        kw[key] = int(val) if default is None else type(default)(val)
+        if isinstance(default, bool):  # bool("False") is True
+            if val.lower() not in ("1", "0", "true", "false"):
+                raise SystemExit(f"--gen {key}: give true/false or 1/0, not {val!r}")
+            kw[key] = val.lower() in ("1", "true")
+        else:
+            kw[key] = int(val) if default is None else type(default)(val)
     return dict(kw, device=args.device)
 
 
@@ -83,6 +88,11 @@ def build(method: str, args):
 
     common = dict(neighbour="replace_one", seed=args.seed)
     eps, delta = args.epsilon, args.delta
+    if args.defaults:  # what `privmarg synth --method M` runs: the preset's own defaults
+        if method == "privpgd":
+            gen = generator_kwargs(args)
+            return PrivPGD(eps, delta, seed=args.seed, **({"generator": PrivPGDGenerator(**gen)} if args.gen else {}))
+        return {"aim": AIM, "mst": MST}[method](eps, delta, seed=args.seed)
     aim_kw = dict(workload="all-2way", max_model_size=80.0)
     if args.aim_iters is not None:
         aim_kw.update(iters=args.aim_iters, final_iters=args.aim_iters)
@@ -182,6 +192,8 @@ def main():
     ap.add_argument("--device", default=None, help="PrivPGD device: cpu, cuda (default: auto)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads for PrivPGD (1: robust under load)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "privpgd_adult.jsonl")
+    ap.add_argument("--defaults", action="store_true",
+                    help="each preset with its own defaults only (what `privmarg synth --method M` runs)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--method", help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, help=argparse.SUPPRESS)
@@ -213,6 +225,8 @@ def main():
                     cmd += [flag, str(val)]
             if args.paper:
                 cmd.append("--paper")
+            if args.defaults:
+                cmd.append("--defaults")
             if args.gen:
                 cmd += ["--gen", *args.gen]
             if args.aim_iters is not None:

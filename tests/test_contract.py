@@ -232,10 +232,13 @@ def test_a_new_generators_model_saves_and_loads_through_its_registry_line(monkey
                            "toy_generator:OneWayGenerator", model="one-way=toy_generator:OneWayModel")
     monkeypatch.setattr(registry, "ENTRIES", registry.ENTRIES + (entry,))
     data = table()
-    fit = Synthesizer(registry.make_selector("mst"), "one-way", epsilon=EPS, delta=DELTA, seed=5).fit(data)
+    fit = Synthesizer(registry.make_selector("mst"), "one-way", epsilon=EPS, delta=DELTA, seed=5).fit(
+        data, zeros=zeros(data.domain))
     fit.save(tmp_path / "m")
     back = load_model(tmp_path / "m")
     assert type(back.model_).__name__ == "OneWayModel"
+    assert [(z.attrs, np.asarray(z.mask).tolist()) for z in back.model_.zeros] == \
+        [(z.attrs, np.asarray(z.mask).tolist()) for z in fit.model_.zeros] != []
     attrs = data.domain.attrs[:2]
     assert np.allclose(back.model_.project(attrs), fit.model_.project(attrs))
     codes = back.sample_codes(300)

@@ -454,7 +454,7 @@ def test_weighted_descent_follows_the_reliable_marginals():
     (n0, o0), (n1, o1) = map(tv_to_targets, fits)
     assert n1 > n0 + 0.02
     same = [Measurement(m.attrs, m.y, 1.0) for m in ms[:1]]  # one marginal: weight 1 whatever the power
-    a = PrivPGDGenerator(n_particles=300, epochs=3, **SMALL, seed=2).fit(same, data.domain)
+    a = PrivPGDGenerator(n_particles=300, epochs=3, weight_power=0.0, **SMALL, seed=2).fit(same, data.domain)
     b = PrivPGDGenerator(n_particles=300, epochs=3, weight_power=1.0, **SMALL, seed=2).fit(same, data.domain)
     assert torch.equal(a.particles_, b.particles_)
 
@@ -504,3 +504,11 @@ def test_consistency_option_is_post_processing_and_seeded():
     assert np.array_equal(g1.codes_, g2.codes_) and g1.get_params()["consistency"] is True
     p = g1.projected_
     assert np.allclose(p[("a", "b")].reshape(3, 4).sum(0), p[("b", "c")].reshape(4, 5).sum(1), atol=0.02)
+
+
+def test_defaults_are_the_weighted_consistent_variant_and_paper_keeps_the_papers():
+    from privmarg.generate.privpgd.privpgd import PrivPGDGenerator
+
+    d, paper = PrivPGDGenerator(), PrivPGDGenerator.paper()
+    assert (d.weight_power, d.consistency) == (1.0, True)
+    assert (paper.weight_power, paper.consistency) == (0.0, False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privmarg.generate.state import domain_state, read_total
+from privmarg.generate.state import domain_state, read_total, zeros_from_state, zeros_to_state
 from privmarg.generate.targets import forbidden
 
 
@@ -39,14 +39,15 @@ class OneWayModel:
         for i, p in enumerate(self.probs):
             arrays[f"{key}.p.{i}"] = p
         return {"domain": domain_state(self.domain), "total": self.total,
-                "probs": [f"{key}.p.{i}" for i in range(len(self.probs))]}
+                "probs": [f"{key}.p.{i}" for i in range(len(self.probs))],
+                "zeros": zeros_to_state(self.zeros, key, arrays)}
 
     @classmethod
     def from_state(cls, state, arrays, domain, load):
         probs = [np.asarray(arrays[k], dtype=float) for k in state["probs"]]
         if [len(p) for p in probs] != list(domain.shape) or any((p < 0).any() for p in probs):
             raise ValueError("the column probabilities do not fit the domain")
-        return cls(domain, read_total(state), probs)
+        return cls(domain, read_total(state), probs, zeros_from_state(state.get("zeros", []), arrays))
 
 
 class OneWayGenerator:

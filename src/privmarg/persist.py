@@ -128,8 +128,6 @@ def _describe(obj: Any) -> dict:
     """Method, class, selector and generator names and their settings (never the seed)."""
     if isinstance(obj, SavedSynthesizer):
         return {k: obj.info[k] for k in ("method", "class", "selector", "generator", "params")}
-    from . import registry
-
     method = next((e.name for e in registry.entries("preset") if registry.preset_class(e.name) is type(obj)),
                   None)
     sel = obj.selector
@@ -340,4 +338,6 @@ def _model(state: dict, arrays: dict) -> Any:
         cls = registry.model_class(kind)
     except registry.MissingExtra as e:
         raise ValueError(f"this saved model is of kind {kind!r}: {e}") from None
+    except ImportError as e:  # a model class whose module cannot be imported here
+        raise ValueError(f"this saved model is of kind {kind!r}, whose class cannot be imported ({e})") from None
     return cls.from_state(state, arrays, _domain(state["domain"]), lambda inner: _model(inner, arrays))

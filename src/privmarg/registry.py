@@ -150,7 +150,7 @@ def model_class(kind: str) -> type:
     e = model_kinds().get(kind)
     if e is None:
         raise ValueError(f"unknown model kind {kind!r}")
-    require(e)
+    require(e, only=("torch",))  # sampling a model needs torch at most (training needed the rest)
     return load(e.model.split("=", 1)[1])
 
 
@@ -167,10 +167,11 @@ EXTRAS = {"torch": ("torch", "pip install torch==2.13.0  (or the privmarg[torch]
           "deep": ("opacus dp_accounting", "pip install opacus==1.6.0 dp-accounting==0.6.0  (or the privmarg[deep] extra)")}
 
 
-def require(e: Entry) -> None:
-    """Raise :class:`MissingExtra` with the install line if ``e`` needs a package that is missing."""
+def require(e: Entry, only: tuple[str, ...] | None = None) -> None:
+    """Raise :class:`MissingExtra` with the install line if ``e`` needs a package that is missing
+    (``only``: check just these flags)."""
     for flag, (modules, how) in EXTRAS.items():
-        if flag not in e.flags:
+        if flag not in e.flags or (only is not None and flag not in only):
             continue
         for module in modules.split():
             try:

@@ -118,7 +118,7 @@ class PrivPGDGenerator:
       marginals (``init="marginals"``) changed nothing further (0.00248 / 0.084 / 0.088).
     * ``weight_power=1`` and ``consistency=True`` (the paper: 0 and False): noisy marginals weighted
       by the inverse variance of their noise, and made to agree on shared attributes before the
-      projection; together they put PrivPGD ahead of AIM on adult's 2-way SW1 and covariance
+      projection; together they lower PrivPGD's 2-way SW1, covariance and query errors on adult
       (benchmarks/history/methods.md). Both use only noise scales and measurements: no privacy cost.
     * Hot loop (one epoch at ``m = N``: ~19 steps × 5 marginals × 10 directions): 32-bit packed keys
       (value bucket | index, numpy SIMD sort; :func:`_argsort_bounded`) instead of exact 64-bit
