@@ -130,3 +130,24 @@ def test_files_and_functions_stay_small():
                 long_funcs.add((str(p.relative_to(SRC)), node.name))
     assert not big_files, big_files
     assert long_funcs == LONG_FUNCTIONS, long_funcs ^ LONG_FUNCTIONS
+
+
+def test_the_seam_protocols_say_what_each_source_can_do():
+    """The sessions read sources only through declared protocols: marginals (every source), rows
+    (RecordSource, for charged sums over records) and raw columns (ColumnSource, preprocessing)."""
+    import numpy as np
+
+    from privmarg import Dataset, Domain
+    from privmarg.data import (ColumnCounts, ColumnSource, MappedSource, MarginalSource, MemorySource,
+                               PrecomputedSource, RecordSource)
+
+    dom = Domain(["a", "b"], [2, 3])
+    mem = MemorySource(Dataset(np.array([[0, 1], [1, 2]]), dom))
+    pre = PrecomputedSource(dom, {("a", "b"): np.ones(6)})
+    cols = ColumnCounts({"a": np.array([0, 1, -1])}, 3)
+    assert isinstance(mem, RecordSource) and isinstance(mem, MarginalSource)
+    assert isinstance(pre, MarginalSource) and not isinstance(pre, RecordSource)
+    assert isinstance(cols, ColumnSource) and not isinstance(cols, MarginalSource)
+    assert not isinstance(mem, ColumnSource)
+    mapped = MappedSource(mem, Domain(["a", "b"], [2, 2]), {"b": np.array([0, 1, 1])})
+    assert isinstance(mapped, MarginalSource)

@@ -5,7 +5,8 @@ package; :class:`SparkSource` over a Spark DataFrame or path, optional ``pyspark
 from .dataset import DataError, Dataset, read_table
 from .duckdb_source import DuckDBSource
 from .spark_source import SparkSource
-from .source import ColumnCounts, MappedSource, MarginalSource, MemorySource, PrecomputedSource
+from .source import (ColumnCounts, ColumnSource, MappedSource, MarginalSource, MemorySource, PrecomputedSource,
+                     RecordSource)
 
-__all__ = ["ColumnCounts", "DataError", "Dataset", "DuckDBSource", "MappedSource", "MarginalSource", "MemorySource",
-           "PrecomputedSource", "SparkSource", "read_table"]
+__all__ = ["ColumnCounts", "ColumnSource", "DataError", "Dataset", "DuckDBSource", "MappedSource", "MarginalSource", "MemorySource",
+           "PrecomputedSource", "RecordSource", "SparkSource", "read_table"]

@@ -95,10 +95,6 @@ class Dataset:
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.codes, columns=list(self.domain.attrs))
 
-    @property
-    def records(self) -> int:
-        return self.codes.shape[0]
-
     def __len__(self) -> int:
         return self.codes.shape[0]
 

@@ -11,7 +11,7 @@ preprocessing before a table is encoded).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -33,6 +33,35 @@ class MarginalSource(Protocol):
 
     def marginals(self, cliques: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """Counts of each marginal, flat, row-major over the clique's attributes in the order given."""
+
+
+@runtime_checkable
+class RecordSource(MarginalSource, Protocol):
+    """A :class:`MarginalSource` that can also hand its rows to a session's charged sums over
+    records (DP-MERF's mean embedding, DP-SGD). Without ``records`` a session rebuilds the rows from
+    the full joint marginal."""
+
+    def records(self) -> np.ndarray:
+        """The rows as integer codes (rows × attributes, domain order)."""
+
+
+@runtime_checkable
+class ColumnSource(Protocol):
+    """Raw columns of a table not yet encoded, for DP preprocessing (histograms, value discovery,
+    PrivTree): what a session's preprocessing releases read. Not a :class:`MarginalSource`: it has no
+    domain until the preprocessing has made one."""
+
+    def count(self) -> float:
+        """The number of records N (private under add/remove)."""
+
+    def histogram(self, name: str, k: int) -> np.ndarray:
+        """Counts of the codes ``0..k-1`` of column ``name``."""
+
+    def value_counts(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct values of column ``name`` and their counts."""
+
+    def range_counter(self, name: str) -> Callable:
+        """``count(left, right, closed)``: how many values of column ``name`` lie in the interval."""
 
 
 class MemorySource:
@@ -119,7 +148,8 @@ class MappedSource:
 
 
 class ColumnCounts:
-    """Raw prepared columns of a table not yet encoded, for DP preprocessing (PrivTree, rare merging).
+    """Raw prepared columns of a table not yet encoded, for DP preprocessing (PrivTree, rare merging):
+    a :class:`ColumnSource`.
 
     ``columns[name]``: category codes over a public list (``-1`` = missing) or numeric values (NaN
     = missing). Private: the counts are released only through a session.

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain, Measurement
+from ..data.source import ColumnSource, MarginalSource, RecordSource
 from ..privacy import (
     Accountant,
     check_noise,
@@ -67,7 +68,8 @@ class MeasurementSession:
     (``"discrete_gaussian"`` or ``"gaussian"``, with ``fallback="non-integer values"``).
     """
 
-    def __init__(self, source: Any, accountant: Accountant, rng: np.random.Generator, *, cache: bool = True,
+    def __init__(self, source: MarginalSource | ColumnSource, accountant: Accountant, rng: np.random.Generator, *,
+                 cache: bool = True,
                  noise: str = "continuous"):
         self.source = source
         self.accountant = accountant
@@ -92,7 +94,7 @@ class MeasurementSession:
         """zCDP charged through this session so far."""
         return self.accountant.rho_spent - self._spent0
 
-    def derived(self, source: Any) -> "MeasurementSession":
+    def derived(self, source: MarginalSource) -> "MeasurementSession":
         """A session over another view of the same private data (same accountant and noise)."""
         return MeasurementSession(source, self.accountant, self.rng, cache=self._cache is not None,
                                   noise=self.noise)
@@ -183,9 +185,8 @@ class MeasurementSession:
     def _records(self) -> np.ndarray:
         """The private records (codes, rows sorted): from the source's rows when it has them, else
         from the full joint marginal (a precomputed source holding it)."""
-        rows = getattr(self.source, "records", None)
-        if rows is not None:
-            codes = np.asarray(rows(), dtype=np.int64)
+        if isinstance(self.source, RecordSource):
+            codes = np.asarray(self.source.records(), dtype=np.int64)
             return codes[np.lexsort(codes.T[::-1])] if len(codes) else codes.reshape(0, len(self.domain))
         attrs = tuple(self.domain.attrs)
         (full,) = self.answers([attrs])
