@@ -253,9 +253,10 @@ def test_noise_ratio_closed_form():
 @pytest.mark.parametrize("epsilon,precise", [(0.05, False), (20.0, True)])
 def test_budget_decides_the_plan(epsilon, precise):
     """Noisy rounds: the paper's T = 30, α = 0.2 and 5 final iterations. Precise rounds: the JAM
-    preset runs AIM's selection (AIM's 1-way start at its σ, its annealed rounds) and a final fit of
-    up to 100 momentum iterations (a hint to the generator); the JAM selector alone plans T = 4·d,
-    α = 0.1. The user's own settings always give JAM's rounds."""
+    preset runs AIM's selection (AIM's 1-way start at its σ, its annealed rounds) and AIM's final fit
+    (a hint of up to 1,000 momentum iterations, capped by model size as AIM's), so it releases what
+    AIM releases; the JAM selector alone plans T = 4·d, α = 0.1. The user's own settings always give
+    JAM's rounds."""
     from privmarg.privacy import round_plan
     from privmarg.select import JAMSelector
     from privmarg.select.aim import default_rounds
@@ -268,8 +269,10 @@ def test_budget_decides_the_plan(epsilon, precise):
     assert x["precise"] is precise
     if precise:
         assert x["delegated_to"] == "aim"
-        assert jam.selection_.hints == {"iters": 100, "method": "momentum"}
-        assert 5 < jam.model_.info.iterations <= 100
+        assert jam.selection_.hints == {"iters": 1000, "method": "momentum"}
+        assert 5 < jam.model_.info.iterations <= 1000
+        aim = AIM(epsilon, 1e-9, seed=0, neighbour="replace_one").fit(data)
+        assert np.array_equal(jam.sample_codes(500), aim.sample_codes(500))
         d, k = len(data.domain), len(jam.selector.precise_selector.supporting_cliques(data.domain))
         sigma = round_plan(jam.rho_total, 0.9, math.sqrt(2), default_rounds(d, k)).sigma
         ones = [m for m in jam.measurements_[:d]]
@@ -279,7 +282,7 @@ def test_budget_decides_the_plan(epsilon, precise):
         alone = Synthesizer(JAMSelector(loop=PGM(iters=5)), PGM(iters=5), epsilon=epsilon, delta=1e-9,
                             neighbour="replace_one", seed=0).fit(data, public=public)
         assert (alone.selection_.extra["rounds"], alone.selection_.extra["alpha"]) == (4 * 5, 0.1)
-        assert alone.selection_.hints == {"iters": 100, "method": "momentum"}
+        assert alone.selection_.hints == {"iters": 1000, "method": "momentum"}
     else:
         assert (x["rounds"], x["alpha"]) == (30, 0.2)
         assert all(e["rho_select"] == pytest.approx(0.2 * e["rho_round"]) for e in jam.log_)

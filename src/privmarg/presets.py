@@ -45,6 +45,14 @@ def aim_loop(iters: int = 250, tol: float = 1e-4, refit_method: str = "momentum"
                work_mb=work_mb, min_iters=min(AIM_MIN_ITERS, iters), fit_new=fit_new)
 
 
+def aim_final_fit(final_iters: int = 1000, tol: float = 1e-4, refit_method: str = "momentum",
+                  work_mb: float | None = AIM_WORK_MB) -> PGM:
+    """AIM's final fit: at most ``final_iters`` iterations, fewer on large models (``4 * work_mb``
+    MB·iterations), never fewer than ``min(AIM_FINAL_MIN_ITERS, final_iters)``."""
+    return PGM(iters=final_iters, tol=tol / 10, method=refit_method, work_mb=None if work_mb is None else 4 * work_mb,
+               min_iters=min(AIM_FINAL_MIN_ITERS, final_iters))
+
+
 class AIM(Synthesizer):
     """AIM (McKenna et al. 2022): :class:`~privmarg.select.aim.AIMSelector` + Private-PGM.
 
@@ -75,9 +83,7 @@ class AIM(Synthesizer):
         self.work_mb, self.fit_new = work_mb, fit_new
         sel = AIMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size,
                           loop=aim_loop(iters, tol, refit_method, work_mb, fit_new))
-        gen = generator if generator is not None else PGM(
-            iters=final_iters, tol=tol / 10, method=refit_method,
-            work_mb=None if work_mb is None else 4 * work_mb, min_iters=min(AIM_FINAL_MIN_ITERS, final_iters))
+        gen = generator if generator is not None else aim_final_fit(final_iters, tol, refit_method, work_mb)
         super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
 
     def fit(self, *args, **kw) -> "AIM":
@@ -169,12 +175,12 @@ class JAM(Synthesizer):
     T and ``alpha``, the share of each round's budget for *selection* (None: by the budget — the
     paper's T = 30, α = 0.2; when a round measures a mean-sized workload marginal with less L1 noise
     than N (:func:`~privmarg.select.jam.precise_measurements`), AIM's selection and loop model instead,
-    then a converged final fit of 100 momentum iterations; setting ``rounds``, ``alpha`` or
+    then AIM's final fit (momentum, up to 1,000 iterations, capped by model size as AIM's); setting ``rounds``, ``alpha`` or
     ``final_iters`` always runs JAM's rounds); ``max_model_size`` (MB);
     ``iters`` estimation iterations per round (5, warm started when ``warm_start``), with the
     preconditioned step (``refit_method``) on float32 tables (``refit_dtype``: the loop model only
     ranks candidates; the released model is recomputed in float64); ``final_iters`` more after the
-    last round, in float64 (None: 5, or 100 when the measurements are precise; 0 samples the last
+    last round, in float64 (None: 5, or AIM's final fit when the measurements are precise; 0 samples the last
     round's model, as the paper does). With noisy measurements, more iterations per round or at the
     end fit the noise: they did not lower the workload error on adult at ε ≤ 1 (benchmarks/RESULTS.md,
     "JAM speed (issue 18)", "Public data that never hurts"); ``weighting``
@@ -207,8 +213,11 @@ class JAM(Synthesizer):
                           precise_final_iters=PRECISE_FINAL_ITERS if final_iters is None else None,
                           precise_selector=aim if final_iters is None else None,
                           loop=PGM(iters=iters, tol=tol, method=refit_method, dtype=refit_dtype))
+        # the final fit keeps AIM's work cap and floor, so a precise budget's fit is AIM's exactly
+        aim_final = aim_final_fit()
         gen = generator if generator is not None else PGM(
-            iters=JAM_FINAL_ITERS if final_iters is None else final_iters, tol=tol / 10, method=refit_method)
+            iters=JAM_FINAL_ITERS if final_iters is None else final_iters, tol=tol / 10, method=refit_method,
+            work_mb=aim_final.work_mb, min_iters=aim_final.min_iters)
         super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
         if self.neighbour != "replace_one":
             raise ValueError("JAM needs replace-one neighbours: the public answers are rescaled by the "

@@ -28,8 +28,9 @@ PAPER_PLAN = (30, 0.2)
 #: adult at ε = 10): as good as 60 rounds on adult's 14 columns, better on the GSS pair's 9
 #: (benchmarks/RESULTS.md, "Public data that never hurts")
 PRECISE_PLAN = (4, 0.1)
-#: the final fit's iterations when the measurements are precise (AIM's final-fit floor)
-PRECISE_FINAL_ITERS = 100
+#: the final fit's iteration cap when the measurements are precise (AIM's ``final_iters``; the JAM
+#: preset's generator lowers it on large models as AIM's final fit does)
+PRECISE_FINAL_ITERS = 1000
 
 
 def noise_ratio(rho: float, rounds: int, alpha: float, l2: float, rows: float, cells: float) -> float:
