@@ -169,11 +169,18 @@ def test_selector_generator_contract(sel, gen, nb):
 
 
 def test_every_registry_entry_loads_and_has_a_name():
+    import privmarg
+
     for e in registry.ENTRIES:
-        obj = registry.load(e.target) if not e.selector else registry.preset_class(e.name)
+        obj = registry.load(e.target)
         assert obj is not None
         if e.kind in ("selector", "generator"):
             assert getattr(obj, "name", e.name) == e.name
+        if e.kind == "preset":  # every preset is a class in privmarg.presets, exported by privmarg
+            assert obj.__module__ == "privmarg.presets" and getattr(privmarg, obj.__name__) is obj
+        if e.kind == "preset" and e.selector:  # its class combines what its entry says
+            assert (obj.selector_name, obj.generator_name) == (e.selector, e.generator)
+            assert obj.selector_class() is registry.load(registry.entry("selector", e.selector).target)
 
 
 def _discrete_cases():

@@ -13,7 +13,7 @@ from .generate.pgm import PGM, GraphicalModel, estimate, model_size_mb
 from .measure import MeasurementSession
 from .preprocess import TableEncoder
 from .presets import AIM, DPMERF, GEM, GSD, JAM, MST, MWEM, GEMPub, Independent, PMWPub, PrivPGD, TabDDPM
-from .presets import RAP, RAPpp
+from .presets import RAP, Gaussian, PrivBayes, PrivMRF, PrivSyn, RAPpp
 from .privacy import Accountant, BudgetExceededError
 from .schema import Schema
 from . import registry
@@ -29,11 +29,6 @@ def __getattr__(name: str):
         from .generate.privpgd.privpgd import PrivPGDGenerator
 
         return PrivPGDGenerator
-    from . import registry
-
-    for e in registry.entries("preset"):
-        if e.selector and e.target.rsplit(":", 1)[-1] == name:
-            return registry.preset_class(e.name)
     raise AttributeError(f"module 'privmarg' has no attribute {name!r}")
 
 

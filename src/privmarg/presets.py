@@ -7,9 +7,11 @@ other (``"pgm"``, ``"privpgd"`` or an instance), e.g. ``AIM(1.0, 1e-9, generator
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from . import registry
 from .generate.pgm import DTYPES, METHODS, PGM
 from .select.aim import AIMSelector
 from .select.aim_bounds import BoundWork, ErrorBound, aim_error_bound, released_table
@@ -520,13 +522,52 @@ class TabDDPM(Synthesizer):
                          delta=delta, **kw)
 
 
-def _combined() -> None:
-    """Presets that the registry defines as a selector + generator pair get their class here."""
-    from . import registry
+class _SelectorPreset(Synthesizer):
+    """A preset that is one registry selector with a default generator: the keyword arguments the
+    selector takes go to it, the rest (``generator``, ``seed``, ``neighbour``, ...) to
+    :class:`~privmarg.synth.Synthesizer`. Privacy: the selector's."""
 
-    for e in registry.entries("preset"):
-        if e.selector:
-            globals()[e.target.split(":", 1)[1]] = registry.preset_class(e.name)
+    selector_name: ClassVar[str] = ""
+    generator_name: ClassVar[str] = "pgm"
+
+    @classmethod
+    def selector_class(cls) -> type:
+        return registry.load(registry.entry("selector", cls.selector_name).target)
+
+    def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, generator: Any = None, **kw):
+        sel_cls = self.selector_class()
+        names = set(inspect.signature(sel_cls).parameters)
+        params = {k: kw.pop(k) for k in list(kw) if k in names}
+        super().__init__(sel_cls(**params), generator if generator is not None else self.generator_name,
+                         epsilon=epsilon, delta=delta, **kw)
 
 
-_combined()
+class PrivBayes(_SelectorPreset):
+    """PrivBayes (Zhang et al. 2017): a greedy degree-k Bayesian network chosen by the exponential
+    mechanism, its conditionals measured (:class:`~privmarg.select.privbayes.PrivBayesSelector`,
+    whose parameters it takes), + Private-PGM."""
+
+    selector_name, generator_name = "privbayes", "pgm"
+
+
+class PrivSyn(_SelectorPreset):
+    """PrivSyn (Zhang et al. 2021): DenseMarg's noisy pairs, combined
+    (:class:`~privmarg.select.privsyn.PrivSynSelector`, whose parameters it takes), fitted by GUM."""
+
+    selector_name, generator_name = "privsyn", "gum"
+
+
+class Gaussian(_SelectorPreset):
+    """The Gaussian baseline: every workload marginal measured directly, ρ_i ∝ cells^(2/3)
+    (:class:`~privmarg.select.gaussian.GaussianSelector`, whose parameters it takes), + GUM (a
+    junction tree over every 3-way marginal is as large as the domain)."""
+
+    selector_name, generator_name = "gaussian", "gum"
+
+
+class PrivMRF(_SelectorPreset):
+    """PrivMRF (Cai et al. 2021): a noisy attribute graph, a Bayesian-network start and noisy-score
+    refinement (:class:`~privmarg.select.privmrf.PrivMRFSelector`, whose parameters it takes), +
+    Private-PGM."""
+
+    selector_name, generator_name = "privmrf", "pgm"

@@ -16,9 +16,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Entry:
-    """``kind``: "preset", "selector" or "generator". A preset names a ``target`` class, or a
-    ``selector`` and ``generator`` (registry names) to combine into a class made in
-    :mod:`privmarg.presets` (then ``target`` says where it appears). ``flags``: "workload" (takes a
+    """``kind``: "preset", "selector" or "generator". Every preset names its ``target`` class in
+    :mod:`privmarg.presets`; one that is a selector with a default generator also names both
+    (registry names; its class says the same, checked by the tests). ``flags``: "workload" (takes a
     workload), "public" (needs public data), "torch" (needs torch), "adaptive" (model in the loop),
     "replace_one" (needs the record count public), "deep" (needs opacus and dp-accounting).
     ``model``: ``"kind=module:Class"``, the fitted model class this entry's fits produce, when no
@@ -198,32 +198,8 @@ def make_selector(name: str, **params: Any) -> Any:
 
 
 def preset_class(name: str) -> type:
-    """The synthesizer class of a preset (a combination entry becomes a small subclass)."""
-    e = entry("preset", name)
-    if not e.selector:
-        return load(e.target)
-    cached = _COMBINED.get(e.name)
-    if cached is not None:
-        return cached
-    Synthesizer = load("privmarg.synth:Synthesizer")
-
-    sel_cls = load(entry("selector", e.selector).target)
-    sel_params = set(inspect.signature(sel_cls).parameters)
-
-    class Preset(Synthesizer):
-        def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, generator: Any = None, **kw):
-            params = {k: kw.pop(k) for k in list(kw) if k in sel_params}
-            super().__init__(sel_cls(**params), generator if generator is not None else e.generator,
-                             epsilon=epsilon, delta=delta, **kw)
-
-    Preset.__name__ = Preset.__qualname__ = sel_cls.__name__.removesuffix("Selector")
-    Preset.__doc__ = f"{e.summary}: :class:`{sel_cls.__name__}` + the {e.generator!r} generator."
-    Preset.__module__ = "privmarg.presets"
-    _COMBINED[e.name] = Preset
-    return Preset
-
-
-_COMBINED: dict[str, type] = {}
+    """The synthesizer class of a preset (every preset is a class in :mod:`privmarg.presets`)."""
+    return load(entry("preset", name).target)
 
 
 def make_preset(name: str, epsilon: float | None = 1.0, delta: float | None = 1e-9, **params: Any) -> Any:
