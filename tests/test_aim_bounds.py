@@ -55,7 +55,10 @@ def test_supported_bound_matches_formula_for_one_way():
     s = syn.project(["a"]) / len(syn)
     N = len(data)
     ybar = num / den
-    budget = math.sqrt(den**-1) * (math.sqrt(2 / math.pi) * n_r + lam * math.sqrt(n_r))
+    from privmarg.select.aim_bounds import l1_noise_quantile
+
+    budget = math.sqrt(den**-1) * l1_noise_quantile(n_r, 0.1)
+    assert budget <= math.sqrt(den**-1) * (math.sqrt(2 / math.pi) * n_r + lam * math.sqrt(n_r))
     # true counts are not negative: a cell measured below zero uses its distance to zero of the budget
     forced = -ybar[ybar < 0].sum()
     expect = (np.abs(np.maximum(ybar, 0) - N * s).sum() + budget - forced) / N
@@ -112,3 +115,15 @@ def test_bound_rejects_marginals_outside_the_workload():
     mech = AIM(1.0, 1e-6, workload=[("a", "b")], seed=0, iters=30, final_iters=50).fit(data)
     with pytest.raises(ValueError):
         mech.error_bound(("c", "d"))
+
+
+@pytest.mark.parametrize("n", [1, 4, 30, 300])
+def test_l1_noise_quantile_holds_and_is_never_looser_than_concentration(n):
+    from privmarg.select.aim_bounds import l1_noise_quantile
+
+    fail = 0.05
+    a = l1_noise_quantile(n, fail)
+    assert a <= math.sqrt(2 / math.pi) * n + math.sqrt(2 * math.log(1 / fail)) * math.sqrt(n)
+    assert a > math.sqrt(2 / math.pi) * n  # above the mean
+    z = np.abs(np.random.default_rng(n).standard_normal((40000, n))).sum(axis=1)
+    assert (z >= a).mean() <= fail

