@@ -209,11 +209,12 @@ class JAM(Synthesizer):
             iters, final_iters, tol, weighting, warm_start)
         self.refit_method, self.refit_dtype, self.supersede = refit_method, refit_dtype, supersede
         # at a precise budget AIM's rounds (with AIM's loop model), unless the user set JAM's own plan
-        aim = AIMSelector(workload, max_model_size=max_model_size, loop=aim_loop())
+        aim = None if final_iters is not None else AIMSelector(workload, max_model_size=max_model_size,
+                                                               loop=aim_loop())
         sel = JAMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, weighting=weighting,
                           warm_start=warm_start, supersede=supersede,
-                          precise_final_iters=PRECISE_FINAL_ITERS if final_iters is None else None,
-                          precise_selector=aim if final_iters is None else None,
+                          precise_final_iters=PRECISE_FINAL_ITERS if aim is not None else None,
+                          precise_selector=aim,
                           loop=PGM(iters=iters, tol=tol, method=refit_method, dtype=refit_dtype))
         # the final fit keeps AIM's work cap and floor, so a precise budget's fit is AIM's exactly
         aim_final = aim_final_fit()
