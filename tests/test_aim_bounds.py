@@ -61,10 +61,15 @@ def test_supported_bound_matches_formula_for_one_way():
     assert budget <= math.sqrt(den**-1) * (math.sqrt(2 / math.pi) * n_r + lam * math.sqrt(n_r))
     # true counts are not negative: a cell measured below zero uses its distance to zero of the budget
     forced = -ybar[ybar < 0].sum()
-    expect = (np.abs(np.maximum(ybar, 0) - N * s).sum() + budget - forced) / N
-    assert b.l1_bound == pytest.approx(expect, rel=1e-9)
+    closed = (np.abs(np.maximum(ybar, 0) - N * s).sum() + budget - forced) / N
     triangle = (budget + np.abs(ybar - N * s).sum()) / N
-    assert b.l1_bound == pytest.approx(triangle - 2 * forced / N, rel=1e-9)
+    assert closed == pytest.approx(triangle - 2 * forced / N, rel=1e-9)
+    # a 1-way marginal has no smaller released marginal; under replace-one its total is N exactly
+    from privmarg.select.l1_bounds import ProjectionBall, consistent_l1_max
+
+    total = ProjectionBall(np.zeros(n_r, dtype=np.int64), np.array([float(N)]), 0.0)
+    assert b.l1_bound == pytest.approx(consistent_l1_max(ybar, N * s, budget, [total]) / N, rel=1e-9)
+    assert b.l1_bound <= closed * (1 + 1e-9)
 
 
 def _l1_max_by_lp(y, t, budget):

@@ -3,8 +3,11 @@
 Two cases for a marginal ``r`` in the downward closure of the workload:
 
 * supported (``r`` ⊆ some measured clique): the inverse-variance weighted average ȳ_r of every
-  measurement covering ``r`` is unbiased with N(0, σ̄²) noise per cell, so
-  ‖M_r(D) − ȳ_r‖₁ ≤ σ̄(√(2/π)·n_r + λ√n_r) with probability ≥ 1 − exp(−λ²/2);
+  measurement covering ``r`` is unbiased with N(0, σ̄²) noise per cell, so ‖M_r(D) − ȳ_r‖₁ is at
+  most σ̄ times a provable quantile of the L1 norm of n_r standard normals; the true counts are
+  then the nonnegative tables in that ball that also agree with the released marginals of r's
+  subsets and with the total (:mod:`~privmarg.select.l1_bounds`), and the bound is the largest
+  distance from the synthetic marginal to any of them;
 * unsupported: in the latest round t whose model p̂_{t−1} was kept and where ``r`` was a candidate
   (:func:`candidate_round`), the exponential mechanism's utility guarantee and the lower tail of
   the selected measurement's L1 error bound ‖M_r(D) − M_r(p̂_{t−1})‖₁ (SPEC §4.5, Theorem 4 /
@@ -13,23 +16,29 @@ Two cases for a marginal ``r`` in the downward closure of the workload:
 Either is turned into a bound on ‖M_r(D)/N − s‖₁ for the normalised synthetic marginal s by the
 triangle inequality. Under add/remove N is private: it is replaced by the released estimate N̂ with
 a Gaussian confidence interval (the estimate is an inverse-variance average of noisy totals), which
-takes a tenth of the failure probability.
+takes a tenth of the failure probability; ‖x/N − s‖₁ ≤ (‖x − N̂s‖₁ + |N − N̂|)/N̂ for counts x
+summing to N.
 """
 
 from __future__ import annotations
 
-import functools
+import itertools
 import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 from scipy.stats import norm
 
 from ..core import Factor
 from .adaptive import fit_rule, uncached_query
+from .l1_bounds import ProjectionBall, consistent_l1_max, l1_noise_quantile, nonnegative_l1_max
+
+__all__ = ["ErrorBound", "BoundWork", "aim_error_bound", "measured_error_bound", "covering_measurements",
+           "candidate_round", "released_table", "l1_noise_quantile", "nonnegative_l1_max"]
 
 _C = math.sqrt(2.0 / math.pi)
+MAIN_SHARE = 0.9  # of a supported bound's failure probability: the marginal's own measurements
+CONSISTENT_MAX_CELLS = 20_000  # larger marginals: the closed form only (one linear programme each)
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,7 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, work:
     s = _synthetic_marginal(mech, r, synthetic)  # normalised, sums to 1
     covering = covering_measurements(mech, r)
     if covering:
-        a = _supported_counts_bound(dom, r, covering, beta - beta_n, n_hat, s)
+        a = _supported_counts_bound(mech, r, covering, beta - beta_n, n_hat, dn, s)
         supported, rnd = True, None
     else:
         rnd = candidate_round(mech, r, work.rules)
@@ -114,7 +123,7 @@ def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, work:
         prev = mech.round_models_[rnd]
         a = b_r + np.abs(uncached_query(prev)(r) - n_hat * s).sum()  # one-off: no need to fill its cache
         supported = False
-    bound = (a + dn) / max(n_hat - dn, 1.0)
+    bound = (a + dn) / max(n_hat, 1.0)  # ‖x/N − s‖₁ ≤ |N − N̂|/N̂ + ‖x − N̂s‖₁/N̂ with N = Σx
     return ErrorBound(attrs=r, supported=supported, round=rnd, l1_bound=float(min(bound, 2.0)),
                       confidence=confidence)
 
@@ -139,41 +148,30 @@ def _combined(dom, r, covering) -> tuple[np.ndarray, float]:
     return num / den, math.sqrt(1 / den)
 
 
-def _supported_counts_bound(dom, r, covering, fail: float, n_hat: float, s: np.ndarray) -> float:
+def _supported_counts_bound(mech, r, covering, fail: float, n_hat: float, dn: float, s: np.ndarray) -> float:
     """Bound on ‖M_r(D) − N̂·s‖₁ (counts) holding with probability ≥ 1 − ``fail``: the noise has
-    ‖M_r(D) − ȳ_r‖₁ ≤ B = σ̄·:func:`l1_noise_quantile` (n_r, fail), and true counts are never negative
-    (:func:`nonnegative_l1_max`)."""
+    ‖M_r(D) − ȳ_r‖₁ ≤ σ̄·:func:`l1_noise_quantile` (n_r, ·), true counts are never negative, and
+    M_r(D) must agree with what else was released about it (:func:`consistent_l1_max`): the
+    marginal of each proper subset of ``r`` that a measurement covers (its own L1 ball, the subsets
+    sharing ``1 − MAIN_SHARE`` of ``fail``) and the total, within ``dn`` of N̂ (its failure share
+    was taken with N̂; 0 under replace-one, where N is public)."""
+    dom = mech.domain_
     ybar, sbar = _combined(dom, r, covering)
-    return nonnegative_l1_max(ybar, n_hat * s, sbar * l1_noise_quantile(dom.size(r), fail))
-
-
-@functools.lru_cache(maxsize=4096)
-def l1_noise_quantile(n: int, fail: float) -> float:
-    """A number ``a`` with P(‖Z‖₁ ≥ a) ≤ ``fail`` for Z of ``n`` independent standard normals: the
-    smaller of Gaussian concentration (‖·‖₁ is √n-Lipschitz: √(2/π)·n + √(2 ln(1/fail))·√n) and the
-    Chernoff bound of a sum of half-normals, min over λ > 0 of (n·ln E e^{λ|Z|} + ln(1/fail)) / λ
-    with E e^{λ|Z|} = 2 e^{λ²/2} Φ(λ). The Chernoff bound uses the half-normal's own variance
-    (1 − 2/π), 3–17% tighter for 2–1,000 cells."""
-    concentration = _C * n + math.sqrt(2 * math.log(1 / fail)) * math.sqrt(n)
-
-    def chernoff(lam: float) -> float:
-        return (n * (math.log(2.0) + lam * lam / 2 + float(norm.logcdf(lam))) + math.log(1 / fail)) / lam
-
-    res = minimize_scalar(chernoff, bounds=(1e-6, 50.0), method="bounded", options={"xatol": 1e-6})
-    return min(concentration, float(res.fun)) if res.success and math.isfinite(res.fun) else concentration
-
-
-def nonnegative_l1_max(y: np.ndarray, t: np.ndarray, budget: float) -> float:
-    """An upper bound on ‖M − t‖₁ over every M ≥ 0 with ‖M − y‖₁ ≤ ``budget``:
-    ‖y⁺ − t‖₁ + budget − Σ_{y_i<0} |y_i|, with y⁺ = max(y, 0). On a cell where y_i < 0 ≤ M_i,
-    |M_i − y_i| = |M_i − 0| + |y_i|, so ‖M − y⁺‖₁ = ‖M − y‖₁ − Σ_{y_i<0}|y_i| and the triangle
-    inequality through y⁺ gives the bound; it is attained whenever some cell has y⁺_i ≥ t_i (move it
-    up by what is left). Plain triangle inequality through y would add 2·Σ_{y_i<0}|y_i|: on sparse
-    marginals half the empty cells are measured negative. A budget below Σ_{y_i<0}|y_i| admits no
-    such M (the noise bound failed): the value at y⁺."""
-    pos = np.maximum(y, 0.0)
-    forced = float(pos.sum() - y.sum())
-    return float(np.abs(pos - t).sum()) + max(budget - forced, 0.0)
+    t = n_hat * s
+    n_r = dom.size(r)
+    if n_r > CONSISTENT_MAX_CELLS:
+        return nonnegative_l1_max(ybar, t, sbar * l1_noise_quantile(n_r, fail))
+    subsets = [(q, cov) for k in range(1, len(r)) for q in itertools.combinations(r, k)
+               if (cov := covering_measurements(mech, q))]
+    main = fail * (MAIN_SHARE if subsets else 1.0)
+    cell = np.indices(dom.sizes(r)).reshape(len(r), -1)  # each cell's value of each attribute
+    balls = [ProjectionBall(np.zeros(n_r, dtype=np.int64), np.array([n_hat]), dn)]
+    for q, cov in subsets:
+        yq, sq = _combined(dom, q, cov)
+        at = [r.index(a) for a in q]
+        entry = np.ravel_multi_index(tuple(cell[i] for i in at), dom.sizes(q))
+        balls.append(ProjectionBall(entry, yq, sq * l1_noise_quantile(dom.size(q), (fail - main) / len(subsets))))
+    return consistent_l1_max(ybar, t, sbar * l1_noise_quantile(n_r, main), balls)
 
 
 def measured_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None,
@@ -193,8 +191,8 @@ def measured_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None,
     beta = 1.0 - confidence
     beta_n, n_hat, dn = _n_interval(mech, beta, work)
     s = _synthetic_marginal(mech, r, synthetic)
-    a = _supported_counts_bound(dom, r, covering, beta - beta_n, n_hat, s)
-    bound = (a + dn) / max(n_hat - dn, 1.0)
+    a = _supported_counts_bound(mech, r, covering, beta - beta_n, n_hat, dn, s)
+    bound = (a + dn) / max(n_hat, 1.0)
     return ErrorBound(attrs=r, supported=True, round=None, l1_bound=float(min(bound, 2.0)), confidence=confidence)
 
 
