@@ -15,6 +15,7 @@ from .preprocess import TableEncoder
 from .presets import AIM, DPMERF, GEM, GSD, JAM, MST, MWEM, GEMPub, Independent, PMWPub, PrivPGD, TabDDPM
 from .presets import RAP, Gaussian, PrivBayes, PrivMRF, PrivSyn, RAPpp
 from .privacy import Accountant, BudgetExceededError
+from .select.aim_plan import MarginalPlan, Plan, plan_aim
 from .schema import Schema
 from . import registry
 from .synth import Synthesizer
@@ -34,9 +35,10 @@ def __getattr__(name: str):
 
 __all__ = [
     "AIM", "DPMERF", "GEM", "GEMPub", "GSD", "JAM", "PMWPub", "MST", "MWEM", "PGM", "Accountant", "BudgetExceededError", "DataError", "Dataset", "Domain",
-    "Factor", "GraphicalModel", "Independent", "MarginalSource", "Measurement", "MeasurementSession",
-    "MemorySource", "PrecomputedSource", "PrivPGD", "PrivPGDGenerator", "Schema", "StructuralZero",
+    "Factor", "GraphicalModel", "Independent", "MarginalPlan", "MarginalSource", "Measurement", "MeasurementSession",
+    "MemorySource", "Plan", "PrecomputedSource", "PrivPGD", "PrivPGDGenerator", "Schema", "StructuralZero",
     "SavedSynthesizer", "Synthesizer", "TabDDPM", "TableEncoder", "datasets", "estimate", "load", "model_size_mb",
+    "plan_aim",
     "registry",
     "RAP", "RAPpp",
     "PrivBayes", "PrivSyn", "Gaussian", "PrivMRF",  # made from registry entries on first use

@@ -7,14 +7,17 @@ other (``"pgm"``, ``"privpgd"`` or an instance), e.g. ``AIM(1.0, 1e-9, generator
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from . import registry
 from .generate.pgm import DTYPES, METHODS, PGM
 from .select.aim import AIMSelector
 from .select.aim_bounds import BoundWork, ErrorBound, aim_error_bound, released_table
+from .select.aim_plan import Plan, plan_aim, surrogate_rows
 from .select.base import check_positive
 from .select.compress import Compressed
 from .select.independent import IndependentSelector
@@ -95,6 +98,31 @@ class AIM(Synthesizer):
         self.round_models_, self.rounds_ = x["round_models"], x["rounds"]
         return self
 
+    def plan(self, domain: Any, rows: int | None = None, *, simulate: bool = False, seed: int = 0) -> Plan:
+        """Before spending: this AIM's noise and predicted workload error, from public inputs only
+        (:func:`~privmarg.select.aim_plan.plan_aim`): ``domain`` a Domain, size dict or Schema,
+        ``rows`` your estimate of the table's size N. Reads no data, spends no budget, needs no fit.
+
+        ``simulate=True`` also runs this AIM (same settings, seeded) on a public surrogate table of
+        ``rows`` records drawn from the domain alone (:func:`~privmarg.select.aim_plan.surrogate_rows`)
+        and reports its measured workload error as ``simulated_error``: as slow as a fit."""
+        from .core import Domain
+        from .schema import as_schema
+
+        if self.epsilon is None or self.delta is None:
+            raise ValueError("plan needs epsilon and delta (this AIM was given rho)")
+        if isinstance(domain, Mapping):
+            domain = Domain.from_dict(domain)
+        elif not isinstance(domain, Domain):
+            domain = as_schema(domain)
+        plan = plan_aim(domain, self.epsilon, self.delta, rows=rows, workload=self.workload, neighbour=self.neighbour,
+                        alpha=self.alpha, rounds=self.rounds, preprocess_share=self.preprocess_share, seed=seed)
+        if not simulate:
+            return plan
+        if not rows:
+            raise ValueError("simulate=True needs rows (the table's size)")
+        return simulate_plan(self, plan, seed)
+
     def error_bound(self, attrs, confidence: float = 0.95, synthetic=None) -> ErrorBound:
         """High-probability bound on the L1 error of the synthetic marginal on ``attrs`` (AIM §5).
 
@@ -111,6 +139,26 @@ class AIM(Synthesizer):
         self._check_fitted()
         table, work = released_table(self, synthetic), BoundWork()  # validated once, shared by all
         return [aim_error_bound(self, r, confidence, table, work) for r, _ in self.workload_]
+
+
+def simulate_plan(aim: "AIM", plan: Plan, seed: int = 0) -> Plan:
+    """``plan`` with ``simulated_error``: a copy of ``aim``'s settings, at the budget the plan gives
+    its selection, fitted to a public surrogate table of ``plan.rows`` records over ``plan.domain``,
+    and the workload error of ``plan.rows`` sampled records against that table."""
+    from .data import Dataset
+    from .core import parse_workload
+    from .evaluation.metrics import workload_error
+
+    t0 = time.perf_counter()
+    table = Dataset(surrogate_rows(plan.domain, int(plan.rows), seed), plan.domain)
+    twin = type(aim)(None, None, rho=plan.rho_selection, workload=aim.workload, max_model_size=aim.max_model_size,
+                     rounds=aim.rounds, alpha=aim.alpha, iters=aim.iters, final_iters=aim.final_iters, tol=aim.tol,
+                     refit_method=aim.refit_method, work_mb=aim.work_mb, fit_new=aim.fit_new,
+                     neighbour=aim.neighbour, seed=seed).fit(table)
+    synthetic = Dataset(twin.sample_codes(int(plan.rows)), plan.domain)
+    err = workload_error(table, synthetic, parse_workload(aim.workload, plan.domain))
+    note = f"(the simulation took {time.perf_counter() - t0:.0f} s)"
+    return dataclasses.replace(plan, simulated_error=err, notes=plan.notes + (note,))
 
 
 class MST(Synthesizer):
