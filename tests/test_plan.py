@@ -26,8 +26,9 @@ def test_aim_plan_states_T_and_the_first_sigma():
     err = math.sqrt(2 / math.pi) * sigma * 2 / 1000
     assert f"{err:.3g} to {err:.3g}" in text
     assert "warning" not in text
-    # AIM's budget rule, from the same public inputs: 3-way marginals of 8 cells, ratio ≤ 250
-    ratio = math.sqrt(2 / math.pi) * sigma * 8 / 1000
+    # AIM's budget rule, from the same public inputs: 3-way marginals of 8 cells, ratio ≤ 250, N read
+    # as the selector reads it off its noisy 1-way marginals (add/remove): N less 3σ√cells
+    ratio = math.sqrt(2 / math.pi) * sigma * 8 / (1000 - 3 * sigma * math.sqrt(2))
     assert f"L1 noise {ratio:.2g} times N, so the rounds after the 1-way marginals are planned for 80" in text
     small = "\n".join(plan_lines(dom, "aim", 1e-5, 1e-9, 1000, "all-3way"))
     assert "planned for 80" not in small

@@ -109,7 +109,7 @@ class AIM(Synthesizer):
         from .core import Domain
         from .schema import as_schema
 
-        if self.epsilon is None or self.delta is None:
+        if self.rho is not None or self.epsilon is None or self.delta is None:
             raise ValueError("plan needs epsilon and delta (this AIM was given rho)")
         if isinstance(domain, Mapping):
             domain = Domain.from_dict(domain)

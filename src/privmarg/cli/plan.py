@@ -1,5 +1,6 @@
-"""``privmarg plan``: what a release would spend, how noisy its first measurements would be and what
-its guarantee means, before any data is read (domain or schema only: no privacy cost)."""
+"""``privmarg plan``: what a release would spend, how noisy its measurements would be, how accurate
+AIM's synthetic table is expected to be (:func:`~privmarg.select.aim_plan.plan_aim`) and what its
+guarantee means, before any data is read (domain or schema only: no privacy cost)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,25 @@ import typer
 
 from .common import UsageProblem, budget_warnings, check_budget, err, fail, one_line, risk_sentence
 
-def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | None, workload: str) -> list[str]:
+def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | None, workload: str,
+               schema=None) -> list[str]:
     """The plan in plain words. ``rows``: the curator's estimate of the table's size (only to put
-    the noise in proportion; nothing is read). Public inputs only."""
+    the noise in proportion and predict AIM's error; nothing is read). ``schema``: the raw table's
+    public schema, when ``domain`` is its encoding (AIM plans with the encoding at this budget).
+    Public inputs only."""
     from .. import registry
-    from ..core import downward_closure, parse_workload
+    from ..core import parse_workload
     from ..privacy import cdp_rho, gaussian_sigma, marginal_l2, round_plan
     from ..privacy.risk import panel, zcdp_profile
     from ..select.adaptive import expected_noise_share, mean_cells
-    from ..select.aim import default_rounds
+    from ..select.aim_plan import plan_warnings
 
     rho = cdp_rho(epsilon, delta)
-    mech = registry.make_preset(method, epsilon, delta)
+    mech = registry.make_preset(method, epsilon, delta, **({"workload": workload} if method == "aim" else {}))
+    aim_plan = None
+    if method == "aim":  # AIM's own plan: its noise and predicted error (planned encoding of a schema)
+        aim_plan = mech.plan(schema if schema is not None else domain, rows)
+        domain = aim_plan.domain
     neighbour = mech.neighbour
     l2 = marginal_l2(neighbour)
     d = len(domain)
@@ -29,21 +37,18 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
     lines = [f"budget: epsilon {epsilon:g} at delta {delta:g} = rho {rho:.4g} zCDP, {neighbour.replace('_', '/')} "
              f"neighbours; {d} columns, {domain.size():.3g} cells in the full table"]
     if method == "aim":
-        k = len(downward_closure(parse_workload(workload, domain), domain))
-        t = default_rounds(d, k)
-        first = round_plan(rho, 0.9, l2, t).sigma
-        lines.append(f"AIM: {k:,} candidate marginals in the {workload} workload's closure; the budget is sized "
-                     f"for T = {t} rounds (fewer run: rounds get more budget when the model stops moving); "
-                     f"each 1-way marginal is first measured with noise sigma {first:.3g} counts per cell")
-        if rows:
-            from ..select.aim import PRECISE_NOISE_RATIO, PRECISE_ROUNDS_PER_ATTRIBUTE
-
-            ratio = expected_noise_share(first, mean_cells(domain, parse_workload(workload, domain)), rows)
-            t4 = PRECISE_ROUNDS_PER_ATTRIBUTE * d
-            if ratio <= PRECISE_NOISE_RATIO and t4 < t:
-                lines.append(f"with about {rows:,} rows a round would measure a mean-sized workload marginal with "
-                             f"L1 noise {ratio:.2g} times N, so the rounds after the 1-way marginals are planned "
-                             f"for {t4} (4 per column) instead")
+        p = aim_plan
+        first = p.first_sigma
+        lines.append(f"AIM: {p.n_candidates:,} candidate marginals in the {workload} workload's closure; the budget is "
+                     f"sized for T = {p.initial_rounds} rounds (fewer run: rounds get more budget when the model stops "
+                     f"moving); each 1-way marginal is first measured with noise sigma {first:.3g} counts per cell")
+        if p.rounds < p.initial_rounds:
+            lines.append(f"with about {rows:,} rows a round would measure a mean-sized workload marginal with "
+                         f"L1 noise {p.noise_ratio:.2g} times N, so the rounds after the 1-way marginals are planned "
+                         f"for {p.rounds} (4 per column) instead")
+        lines.append(f"each later round measures one marginal with noise sigma {p.round_sigma:.3g} counts per cell "
+                     "(halved when a round barely moves the model)")
+        lines += aim_plan.lines()[1:]
     elif method == "jam":
         from ..select.jam import PAPER_PLAN, noise_ratio
 
@@ -79,10 +84,8 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
         if max(errs) > 0.5:
             lines.append("warning: the noise is comparable to the counts: a larger epsilon, fewer columns or "
                          "coarser bins would help")
-        if delta >= 1.0 / rows:
-            lines.append(f"warning: delta {delta:g} is not below 1/N for N = {rows:,}: choose delta far below 1/N")
     lines.append(risk_sentence(panel(zcdp_profile(rho), neighbour).to_dict()))
-    return lines + budget_warnings(epsilon, delta)
+    return lines + plan_warnings(epsilon, delta, rows, weak=False) + budget_warnings(epsilon, delta)
 
 
 def plan(
@@ -95,8 +98,9 @@ def plan(
                                                              "nothing is read)"),
     workload: str = typer.Option("all-3way", "--workload", help="AIM's workload"),
 ) -> None:
-    """Before spending: the budget's split, the noise of the first measurements and what the
-    guarantee means for one person. Reads the domain or schema only (no data, no privacy cost)."""
+    """Before spending: the budget's split, the noise of the measurements, AIM's predicted error
+    (with --rows) and what the guarantee means for one person. Reads the domain or schema only (no
+    data, no privacy cost)."""
     from .. import registry
     from ..core import Domain
     from ..schema import Schema
@@ -109,8 +113,9 @@ def plan(
         check_budget(epsilon, delta)
         if rows is not None and rows < 1:
             raise UsageProblem("--rows must be >= 1")
-        dom = Domain.from_json(domain) if domain is not None else _schema_domain(Schema.load(schema))
-        lines = plan_lines(dom, method.lower(), epsilon, delta, rows, workload)
+        sch = Schema.load(schema) if schema is not None else None
+        dom = Domain.from_json(domain) if domain is not None else _schema_domain(sch)
+        lines = plan_lines(dom, method.lower(), epsilon, delta, rows, workload, schema=sch)
     except (UsageProblem, ValueError, KeyError, OSError) as e:
         fail(one_line(e))
     for line in lines:

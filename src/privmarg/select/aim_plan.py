@@ -14,7 +14,7 @@ columns are skewed (Zipf-like, exponent :data:`SURROGATE_SKEW`) and differ betwe
 marginals give, for each workload marginal r:
 
 - the sampling floor F: expected L1 distance between a marginal and the same marginal of N rows drawn
-  from it (Poisson mean absolute deviation per cell), what even a perfect model pays by sampling N rows;
+  from it (binomial mean absolute deviation per cell), what even a perfect model pays by sampling N rows;
 - the model error M: the best of the estimates AIM's measurements allow: from the noisy 1-way
   marginals (σ₁) assuming independence; from a measured (k-1)-way sub-marginal (σ of a round) and a
   1-way; or r measured itself (σ of a round). The noise of a measurement is drawn once (seeded) and
@@ -74,7 +74,9 @@ class Plan:
     """What an AIM release at this budget would look like, from public inputs only (no privacy cost).
 
     ``rho`` is the whole zCDP budget, ``rho_selection`` what AIM spends (less the schema's DP
-    preprocessing share); ``rounds`` the T the budget is split for; ``first_sigma`` the noise (counts
+    preprocessing share); ``initial_rounds`` the T the 1-way marginals are measured for, ``rounds`` the
+    T the later rounds are planned for (4·d when ``noise_ratio``, AIM's budget rule, is small enough:
+    :data:`~privmarg.select.aim.PRECISE_NOISE_RATIO`); ``first_sigma`` the noise (counts
     per cell) of each 1-way marginal, ``round_sigma`` that of each later round's marginal (annealing
     halves it when a round barely moves the model). With ``rows`` given: ``mean_error`` the predicted
     mean workload error (0-2), ``floor`` its sampling part, ``marginals`` one prediction per evaluated
@@ -90,6 +92,7 @@ class Plan:
     rows: int | None
     n_marginals: int
     n_candidates: int
+    initial_rounds: int
     rounds: int
     first_sigma: float
     round_sigma: float
@@ -99,6 +102,7 @@ class Plan:
     evaluated: int = 0
     warnings: tuple[str, ...] = ()
     simulated_error: float | None = None  # AIM run on the surrogate (AIM.plan(simulate=True)); else None
+    noise_ratio: float | None = None  # the budget rule's expected L1 noise / N of a mean-sized marginal
     notes: tuple[str, ...] = field(default=())
 
     def worst(self, k: int = 3) -> list[MarginalPlan]:
@@ -130,7 +134,8 @@ class Plan:
         return {"epsilon": self.epsilon, "delta": self.delta, "rho": self.rho, "rho_selection": self.rho_selection,
                 "neighbour": self.neighbour, "domain": dict(zip(self.domain.attrs, self.domain.shape)), "workload": self.workload,
                 "rows": self.rows, "n_marginals": self.n_marginals, "n_candidates": self.n_candidates,
-                "rounds": self.rounds, "first_sigma": self.first_sigma, "round_sigma": self.round_sigma,
+                "initial_rounds": self.initial_rounds, "rounds": self.rounds, "noise_ratio": self.noise_ratio,
+                "first_sigma": self.first_sigma, "round_sigma": self.round_sigma,
                 "mean_error": self.mean_error, "floor": self.floor, "evaluated": self.evaluated,
                 "simulated_error": self.simulated_error, "warnings": list(self.warnings),
                 "marginals": [{"attrs": list(m.attrs), "cells": m.cells, "error": m.error, "floor": m.floor,
@@ -173,12 +178,15 @@ def surrogate_rows(domain: Domain, rows: int, seed: int = 0) -> np.ndarray:
 
 # ------------------------------------------------------------------------------ error pieces
 def sampling_floor(p: np.ndarray, rows: int) -> float:
-    """Expected ‖X/N − p‖₁ for N = ``rows`` records drawn from ``p``: per cell the Poisson mean absolute
-    deviation ``2 e^{-λ} λ^{⌊λ⌋+1} / ⌊λ⌋!`` at λ = N·p, over N."""
-    lam = rows * np.asarray(p, dtype=float).ravel()
-    lam = lam[lam > 0]
-    m = np.floor(lam)
-    return float(np.exp(math.log(2.0) - lam + (m + 1) * np.log(lam) - gammaln(m + 1)).sum() / rows)
+    """Expected ‖X/N − p‖₁ for N = ``rows`` records drawn from ``p``: per cell the binomial mean
+    absolute deviation (De Moivre) ``2ν·C(N,ν)·p^ν·(1−p)^(N−ν+1)``, ν = ⌊Np⌋ + 1, over N."""
+    q = np.asarray(p, dtype=float).ravel()
+    q = q[(q > 0) & (q < 1)]
+    n = float(rows)
+    nu = np.floor(n * q) + 1
+    log = (math.log(2.0) + np.log(nu) + gammaln(n + 1) - gammaln(nu + 1) - gammaln(n - nu + 1)
+           + nu * np.log(q) + (n - nu + 1) * np.log1p(-q))
+    return float(np.exp(log[nu <= n]).sum() / n)
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
@@ -224,26 +232,27 @@ def marginal_prediction(mix, idx: list[int], attrs: tuple[str, ...], rows: int, 
 
 
 def aim_sigmas(domain: Domain, rho: float, neighbour: str, workload, rows: float | None, alpha: float = 0.9,
-               rounds: int | None = None) -> tuple[int, int, float, float]:
-    """(candidates, T, σ of the 1-way marginals, σ of a later round) by AIMSelector's own rules:
+               rounds: int | None = None) -> tuple[int, int, int, float, float, float | None]:
+    """(candidates, initial T, T, σ of the 1-way marginals, σ of a later round, the budget rule's noise
+    ratio or None) by AIMSelector's own rules:
     T = ``rounds`` or :func:`default_rounds`; with N known (``rows``), 4·d rounds when a round would
     measure a mean-sized workload marginal with L1 noise of at most PRECISE_NOISE_RATIO·N (under
     add/remove AIM reads N off its noisy 1-way marginals less 3σ√cells: the same here)."""
     d = len(domain)
     l2 = marginal_l2(neighbour)
     n_cand = len(downward_closure(workload, domain))
-    t = rounds or default_rounds(d, n_cand)
+    t0 = t = rounds or default_rounds(d, n_cand)
     first = round_plan(rho, alpha, l2, t).sigma
-    later = first
+    later, ratio = first, None
     if rounds is None and rows:
         n = float(rows)
         if neighbour == "add_remove":
             n = max(1.0, n - 3.0 * first * math.sqrt(max(domain.shape)))
-        if expected_noise_share(first, mean_cells(domain, workload), n) <= PRECISE_NOISE_RATIO and \
-                PRECISE_ROUNDS_PER_ATTRIBUTE * d < t:
+        ratio = expected_noise_share(first, mean_cells(domain, workload), n)
+        if ratio <= PRECISE_NOISE_RATIO and PRECISE_ROUNDS_PER_ATTRIBUTE * d < t:
             t = PRECISE_ROUNDS_PER_ATTRIBUTE * d
             later = round_plan(rho, alpha, l2, t).sigma
-    return n_cand, t, first, later
+    return n_cand, t0, t, first, later, ratio
 
 
 def planned_domain(schema, epsilon: float, delta: float, rows: int | None, preprocess_share: float = 0.1) -> Domain:
@@ -286,10 +295,11 @@ def plan_aim(domain: Any, epsilon: float, delta: float = 1e-9, *, rows: int | No
         rho_sel = rho * (1 - preprocess_share) if schema.needs_dp else rho
         domain = planned_domain(schema, epsilon, delta, rows, preprocess_share)
     wl = parse_workload(workload, domain)
-    n_cand, t, first, later = aim_sigmas(domain, rho_sel, neighbour, wl, rows, alpha, rounds)
+    n_cand, t0, t, first, later, ratio = aim_sigmas(domain, rho_sel, neighbour, wl, rows, alpha, rounds)
     label = workload if isinstance(workload, str) else "custom"
     base = dict(epsilon=epsilon, delta=delta, rho=rho, rho_selection=rho_sel, neighbour=neighbour, domain=domain,
-                workload=label, rows=rows, n_marginals=len(wl), n_candidates=n_cand, rounds=t,
+                workload=label, rows=rows, n_marginals=len(wl), n_candidates=n_cand, initial_rounds=t0, rounds=t,
+                noise_ratio=ratio,
                 first_sigma=first, round_sigma=later, warnings=tuple(plan_warnings(epsilon, delta, rows)))
     if not rows:
         return Plan(**base)
@@ -319,12 +329,12 @@ def predict_marginals(domain: Domain, workload, rows: int, first: float, later: 
             for c, _ in wl]
 
 
-def plan_warnings(epsilon: float, delta: float, rows: int | None) -> list[str]:
-    """Plain-words warnings from the budget and N alone."""
+def plan_warnings(epsilon: float, delta: float, rows: int | None, weak: bool = True) -> list[str]:
+    """Plain-words warnings from the budget and N alone (``weak``: also that a large ε protects little)."""
     out = []
     if rows and delta >= 1.0 / rows:
         out.append(f"warning: delta {delta:g} is not below 1/N for N = {rows:,}: choose delta far below 1/N")
-    if epsilon > WEAK_EPSILON:
+    if weak and epsilon > WEAK_EPSILON:
         out.append(f"warning: epsilon {epsilon:g} protects individuals only weakly")
     if epsilon < SMALL_EPSILON:
         out.append(f"warning: epsilon {epsilon:g} is very small: the noise will swamp most of what the table holds "
