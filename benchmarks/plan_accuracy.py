@@ -20,8 +20,10 @@ error, CPU seconds, privmarg version and commit). Run one at a time, pinned to o
     PYTHONPATH=src OMP_NUM_THREADS=1 taskset -c 1 .venv/bin/python benchmarks/plan_accuracy.py \\
         --tables adult hmeq pums --epsilons 0.1 1 10 --seeds 0 1 2
 
-``--summary`` prints the markdown table (mean over seeds of predicted and measured, their ratio),
-with the predictions made again by the current code (``--stored`` keeps the recorded ones).
+``--simulate`` also runs AIM on the plan's public surrogate (``AIM.plan(simulate=True)``, as slow as
+a fit) and records its error. ``--summary`` prints the markdown table (mean over seeds of predicted
+and measured, their ratio), with the predictions made again by the current code (``--stored``
+keeps the recorded ones).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ INTEGER = {"adult": SHARED / "adult/adult.csv", "fire": SHARED / "fire/private.c
            "salary": SHARED / "salary/private.csv.gz", "titanic": SHARED / "titanic/private.csv",
            "gss": HERE / "data/gss/private.csv.gz", "caravan": HERE / "data/caravan/caravan.csv.gz"}
 RAW = ("diamonds", "bikeshare", "wage", "weather", "fair", "randhie", "default")
+# the commit whose code this process runs (read once: the tree may move on while a long run goes)
+COMMIT = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
+                        text=True).stdout.strip()
 ORDER = ["adult", "fire", "salary", "titanic", "hmeq", "pums", "gss", "wage", "diamonds", "weather", "bikeshare",
          "caravan", "fair", "randhie", "default"]
 
@@ -95,7 +100,7 @@ def predict(dom, epsilon: float, rows: int, simulate: bool = False):
     return privmarg.AIM(epsilon, DELTA, workload=WORKLOAD).plan(dom, rows, simulate=simulate)
 
 
-def fit_one(table: str, epsilon: float, seed: int, loaded, plan, plan_s: float, details: Path | None) -> dict:
+def fit_one(table: str, epsilon: float, seed: int, loaded, plan, times: dict, details: Path | None) -> dict:
     import privmarg
     from privmarg import Dataset
 
@@ -108,13 +113,11 @@ def fit_one(table: str, epsilon: float, seed: int, loaded, plan, plan_s: float, 
     codes = np.asarray(mech.sample_codes())
     errs = marginal_errors(truth if isinstance(truth, Dataset) else Dataset(truth, mech.domain_), codes)
     measured = float(np.mean(list(errs.values())))
-    commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
     rec = {"table": table, "epsilon": epsilon, "delta": DELTA, "seed": seed, "workload": WORKLOAD, "rows": rows,
            "columns": len(mech.domain_), "predicted": predicted, "measured": measured,
            "ratio": predicted / measured, "rounds": int(mech.rounds_), "planned_rounds": planned,
            "simulated": plan.simulated_error, "planned_shape": list(plan.domain.shape),
-           "plan_cpu_seconds": plan_s, "fit_cpu_seconds": fit_s, "privmarg": privmarg.__version__, "commit": commit}
+           **times, "fit_cpu_seconds": fit_s, "privmarg": privmarg.__version__, "commit": COMMIT}
     if details is not None:  # per-marginal errors and the rounds (for studying the model; not committed)
         with open(details, "a") as fh:
             fh.write(json.dumps({**rec, "marginals": {",".join(k): v for k, v in errs.items()},
@@ -164,10 +167,13 @@ def main() -> None:
         loaded = load(table)
         for eps in args.epsilons:
             t0 = time.process_time()
-            plan = predict(loaded[1], eps, loaded[3], args.simulate)  # once per table and ε: deterministic
-            plan_s = time.process_time() - t0
+            plan = predict(loaded[1], eps, loaded[3])  # once per table and ε: deterministic
+            t1 = time.process_time()
+            if args.simulate:
+                plan = predict(loaded[1], eps, loaded[3], simulate=True)
+            times = {"plan_cpu_seconds": t1 - t0, "simulate_cpu_seconds": time.process_time() - t1 if args.simulate else None}
             for seed in args.seeds:
-                rec = fit_one(table, eps, seed, loaded, plan, plan_s, Path(args.details) if args.details else None)
+                rec = fit_one(table, eps, seed, loaded, plan, times, Path(args.details) if args.details else None)
                 with open(args.out, "a") as fh:
                     fh.write(json.dumps(rec) + "\n")
                 print(f"{table} ε={eps:g} seed {seed}: predicted {rec['predicted']:.3f} measured {rec['measured']:.3f} "
