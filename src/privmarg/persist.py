@@ -42,7 +42,6 @@ import numpy as np
 from ._version import __version__
 from .core import Measurement, StructuralZero, strict_json
 from . import registry
-from .generate.neural import NeuralModel
 from .generate.state import SKIP as _SKIP
 from .generate.state import domain_from_state as _domain
 from .generate.state import domain_state as _domain_state
@@ -303,7 +302,8 @@ def _line(e: BaseException) -> str:
 
 def _build(info: dict, arrays: dict, path: Path) -> SavedSynthesizer:
     domain = _domain(info["domain"])
-    model = _model(info["model"], arrays)
+    # a model saved without its own structural zeros (before models kept them) gets the release's
+    model = _model({"zeros": info.get("zeros", []), **info["model"]}, arrays)
     if model.domain != domain:
         raise ValueError("the model's domain differs from the saved domain")
     encoder = None
@@ -326,8 +326,6 @@ def _build(info: dict, arrays: dict, path: Path) -> SavedSynthesizer:
         measurements.append(Measurement(tuple(m["attrs"]), arrays[m["y"]], m["sigma"], query=q,
                                         source=m["source"], meta=dict(m.get("meta") or {}), weight=m["weight"]))
     zeros = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in info.get("zeros", [])]
-    if isinstance(model, NeuralModel):
-        model.zeros = list(zeros)  # a network holds them at sampling time
     return SavedSynthesizer(info, model, encoder, acc, measurements, zeros, path)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain
-from .state import domain_state, plain, read_total
+from .state import domain_state, plain, read_total, zeros_from_state, zeros_to_state
 
 
 def torch_device(device: Any = None):
@@ -158,19 +158,21 @@ class NeuralModel:
         self.net.load_state_dict({k: torch.as_tensor(np.asarray(arrays[k]), dtype=state[k].dtype) for k in state})
 
     def to_state(self, key: str, arrays: dict, save) -> dict:
-        """The saved form: the architecture (``params``) and the network's weights."""
+        """The saved form: the architecture (``params``), the network's weights and the structural
+        zeros it samples around."""
         weights = {}
         for i, (name, w) in enumerate(self.arrays().items()):  # array names by index: any name is safe
             arrays[f"{key}.net.{i}"] = w
             weights[name] = f"{key}.net.{i}"
         return {"domain": domain_state(self.domain), "total": float(self.total), "params": plain(self.params),
-                "weights": weights}
+                "weights": weights, "zeros": zeros_to_state(self.zeros, key, arrays)}
 
     @classmethod
     def from_state(cls, state: dict, arrays: dict, domain: Domain, load) -> "NeuralModel":
         model = cls(domain, read_total(state), **state["params"])
         model.load_arrays({name: arrays[k] for name, k in state["weights"].items()})
         model.net.eval()
+        model.zeros = zeros_from_state(state.get("zeros", []), arrays)
         return model
 
     def __getstate__(self) -> dict:
