@@ -72,49 +72,6 @@ def test_supported_bound_matches_formula_for_one_way():
     assert b.l1_bound <= closed * (1 + 1e-9)
 
 
-def _l1_max_by_lp(y, t, budget):
-    """max ‖M − t‖₁ over M ≥ 0, ‖M − y‖₁ ≤ budget, by one linear programme per sign pattern of
-    M − t (variables M and u ≥ |M − y|)."""
-    import itertools
-
-    from scipy.optimize import linprog
-
-    n = len(y)
-    best = -np.inf
-    for signs in itertools.product([-1.0, 1.0], repeat=n):
-        sg = np.array(signs)
-        c = np.concatenate([-sg, np.zeros(n)])  # maximise Σ sg (M − t)
-        eye = np.eye(n)
-        a_ub = np.vstack([np.hstack([eye, -eye]), np.hstack([-eye, -eye]),  # ±(M − y) ≤ u
-                          np.concatenate([np.zeros(n), np.ones(n)])[None, :],  # Σ u ≤ budget
-                          np.hstack([-np.diag(sg), np.zeros((n, n))])])  # sg (M − t) ≥ 0
-        b_ub = np.concatenate([y, -y, [budget], -sg * t])
-        res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=[(0, None)] * n + [(0, None)] * n, method="highs")
-        if res.status == 0:
-            best = max(best, -res.fun - float(sg @ t))
-    return best
-
-
-def test_nonnegative_l1_max_is_the_exact_maximum():
-    from privmarg.select.aim_bounds import nonnegative_l1_max
-
-    rng = np.random.default_rng(0)
-    attained = 0
-    for _ in range(60):
-        n = int(rng.integers(2, 5))
-        y = rng.normal(3, 4, size=n)
-        t = rng.uniform(0, 8, size=n)
-        budget = -y[y < 0].sum() + rng.uniform(0, 10)  # at least the forced moves: some M exists
-        bound = nonnegative_l1_max(y, t, budget)
-        lp = _l1_max_by_lp(y, t, budget)
-        assert lp <= bound + 1e-7
-        assert bound <= np.abs(y - t).sum() + budget + 1e-12  # never looser than the triangle bound
-        if (np.maximum(y, 0) >= t).any():
-            assert lp == pytest.approx(bound, abs=1e-7)
-            attained += 1
-    assert attained > 10
-
-
 def test_bound_rejects_marginals_outside_the_workload():
     data = correlated_table(n=2000)
     mech = AIM(1.0, 1e-6, workload=[("a", "b")], seed=0, iters=30, final_iters=50).fit(data)

@@ -67,6 +67,24 @@ def _exact_max(y, t, budget, balls):
     return best
 
 
+def test_nonnegative_l1_max_is_the_exact_maximum():
+    rng = np.random.default_rng(0)
+    attained = 0
+    for _ in range(60):
+        n = int(rng.integers(2, 5))
+        y = rng.normal(3, 4, size=n)
+        t = rng.uniform(0, 8, size=n)
+        budget = -y[y < 0].sum() + rng.uniform(0, 10)  # at least the forced moves: some M exists
+        bound = nonnegative_l1_max(y, t, budget)
+        lp = _exact_max(y, t, budget, [])
+        assert lp <= bound + 1e-7
+        assert bound <= np.abs(y - t).sum() + budget + 1e-12  # never looser than the triangle bound
+        if (np.maximum(y, 0) >= t).any():
+            assert lp == pytest.approx(bound, abs=1e-7)
+            attained += 1
+    assert attained > 10
+
+
 def test_consistent_l1_max_bounds_every_consistent_table_and_is_never_looser():
     rng = np.random.default_rng(1)
     tighter = 0
