@@ -89,3 +89,23 @@ def test_l1_noise_quantile_holds_and_is_never_looser_than_concentration(n):
     assert a > math.sqrt(2 / math.pi) * n  # above the mean
     z = np.abs(np.random.default_rng(n).standard_normal((40000, n))).sum(axis=1)
     assert (z >= a).mean() <= fail
+
+
+def test_the_empty_marginal_and_the_programme_budget_are_handled(monkeypatch):
+    """The empty marginal (the total) gets a bound, not an error; with the consistency programme's
+    cell budget spent, a bound is the closed form (as with the programme switched off)."""
+    import privmarg.select.aim_bounds as ab
+    from privmarg.select.aim_bounds import BoundWork, measured_error_bound
+
+    data = correlated_table(n=3000)
+    mech = AIM(1.0, 1e-6, workload="all-2way", seed=0, iters=60, final_iters=200).fit(data)
+    total = measured_error_bound(mech, ())
+    assert total.supported and 0 <= total.l1_bound <= 2
+    covered = [b.attrs for b in mech.error_bounds() if b.supported]
+    free = [measured_error_bound(mech, r) for r in covered]
+    work = BoundWork(lp_cells=0)  # nothing left for the programme: every bound is the closed form
+    spent = [measured_error_bound(mech, r, work=work).l1_bound for r in covered]
+    monkeypatch.setattr(ab, "CONSISTENT_MAX_CELLS", 0)
+    closed = [measured_error_bound(mech, r).l1_bound for r in covered]
+    assert spent == closed
+    assert any(f.l1_bound != c for f, c in zip(free, closed))  # the programme changed some bounds

@@ -40,7 +40,8 @@ _C = math.sqrt(2.0 / math.pi)
 MAIN_SHARE = 0.9  # of a supported bound's failure probability: the marginal's own measurements
 CONSISTENT_MAX_CELLS = 20_000  # larger marginals: the closed form only (one linear programme each)
 #: cells of the marginals one release bounds with the consistency programme (~0.1-0.4 ms a cell), in
-#: the order asked; the rest get the closed form (valid, looser). Deterministic: a public count.
+#: the order asked; the rest get the closed form (valid, looser). Charged by size and order only
+#: (public), never by a noisy value: a route chosen from the noise would void the failure split.
 CONSISTENT_WORK_CELLS = 30_000
 
 
@@ -159,18 +160,24 @@ def _supported_counts_bound(mech, r, covering, fail: float, n_hat: float, dn: fl
     M_r(D) must agree with what else was released about it (:func:`consistent_l1_max`): the
     marginal of each proper subset of ``r`` that a measurement covers (its own L1 ball, the subsets
     sharing ``1 − MAIN_SHARE`` of ``fail``) and the total, within ``dn`` of N̂ (its failure share
-    was taken with N̂; 0 under replace-one, where N is public). Within ``work.lp_cells``, else the
-    closed form (:func:`nonnegative_l1_max`); also the closed form where it is already twice N̂
-    (normalised above 2, the trivial bound)."""
+    was taken with N̂; 0 under replace-one, where N is public); cliques of more than 4 attributes
+    use the subsets of one and of |r| − 1 attributes. Within ``work.lp_cells``, else the closed form
+    (:func:`nonnegative_l1_max`); also the closed form where that already normalises to the trivial
+    bound 2 (which always holds)."""
     dom = mech.domain_
     ybar, sbar = _combined(dom, r, covering)
     t = n_hat * s
     n_r = dom.size(r)
     closed = nonnegative_l1_max(ybar, t, sbar * l1_noise_quantile(n_r, fail))
-    if n_r > min(CONSISTENT_MAX_CELLS, work.lp_cells) or closed >= 2 * n_hat:  # 2: the bound's own cap
+    # which route a marginal takes may depend on public facts only (its size, the order asked): the
+    # two routes hold on different events. A closed form reported as the trivial 2 always holds.
+    if not r or n_r > min(CONSISTENT_MAX_CELLS, work.lp_cells):
         return closed
     work.lp_cells -= n_r
-    subsets = [(q, cov) for k in range(1, len(r)) for q in itertools.combinations(r, k)
+    if (closed + dn) / max(n_hat, 1.0) >= 2:
+        return closed
+    sizes = range(1, len(r)) if len(r) <= 4 else (1, len(r) - 1)  # wide cliques: 2^|r| balls is too many
+    subsets = [(q, cov) for k in sizes for q in itertools.combinations(r, k)
                if (cov := covering_measurements(mech, q))]
     main = fail * (MAIN_SHARE if subsets else 1.0)
     cell = np.indices(dom.sizes(r)).reshape(len(r), -1)  # each cell's value of each attribute
