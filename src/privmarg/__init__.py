@@ -41,5 +41,5 @@ __all__ = [
     "plan_aim",
     "registry",
     "RAP", "RAPpp",
-    "PrivBayes", "PrivSyn", "Gaussian", "PrivMRF",  # made from registry entries on first use
+    "PrivBayes", "PrivSyn", "Gaussian", "PrivMRF",
 ]

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..memory import available_memory  # check_rows_memory looks it up here (tests patch it)
+from ..privacy.risk import WEAK_EPSILON
 
 err = Console(stderr=True)
 
@@ -105,7 +106,6 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path 
             raise UsageProblem(f"{opt} {out} exists and is not a regular file")
 
 
-WEAK_EPSILON = 10.0  # above this, the risk panel's bounds are close to no protection
 LARGE_DELTA = 1e-5  # δ must be far below 1/N; above this it is so for no table worth protecting
 
 

@@ -32,6 +32,7 @@ import numpy as np
 from .conversions import cdp_delta
 
 FPRS = (0.001, 0.01, 0.1)  # false-positive rates the panel reports
+WEAK_EPSILON = 10.0  # above this ε, the panel's bounds are close to no protection
 BASELINES = (0.01, 0.1, 0.5)  # an attacker's success without the release (attribute inference)
 _EPS_GRID = np.concatenate([[0.0], np.geomspace(1e-4, 200.0, 400)])
 _DELTA_GRID = np.geomspace(1e-15, 0.5, 160)

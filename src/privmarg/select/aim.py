@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import Domain
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
 from .adaptive import (SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState,
                        expected_noise_share, mean_cells, model_errors)
@@ -24,6 +25,22 @@ PAPER_CANDIDATES = 1000
 #: ε = 0.1 (786) higher (benchmarks/RESULTS.md, "Wide tables", session 25)
 PRECISE_NOISE_RATIO = 250.0
 PRECISE_ROUNDS_PER_ATTRIBUTE = 4
+
+
+def low_total(total: float, sigma: float, cells: int) -> float:
+    """A low estimate of N from a noisy total of a 1-way marginal of ``cells`` cells at noise
+    ``sigma`` per cell: the total less three standard deviations (at least 1)."""
+    return max(1.0, total - 3.0 * sigma * math.sqrt(cells))
+
+
+def budget_rounds(sigma: float, domain: Domain, workload, n: float, rounds: int) -> tuple[float, int]:
+    """(noise ratio, rounds) by AIM's budget rule: if a round at noise ``sigma`` would measure a
+    mean-sized ``workload`` marginal with expected L1 noise of at most :data:`PRECISE_NOISE_RATIO`
+    times ``n``, the rounds are ``min(rounds, 4·d)``. Public inputs (σ, the domain, N or its low
+    estimate)."""
+    ratio = expected_noise_share(sigma, mean_cells(domain, workload), n)
+    precise = PRECISE_ROUNDS_PER_ATTRIBUTE * len(domain)
+    return ratio, (precise if ratio <= PRECISE_NOISE_RATIO and precise < rounds else rounds)
 
 
 def default_rounds(n_attributes: int, n_candidates: int) -> int:
@@ -103,11 +120,10 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         if n is None:
             if not ones:
                 return
-            spread = 3.0 * x.plan.sigma * math.sqrt(max(m.y.size for m in ones))
-            n = max(1.0, float(np.median([m.y.sum() for m in ones])) - spread)
-        x.noise_ratio = expected_noise_share(x.plan.sigma, mean_cells(dom, self.workload_), n)
-        if x.noise_ratio <= PRECISE_NOISE_RATIO and PRECISE_ROUNDS_PER_ATTRIBUTE * len(dom) < T:
-            x.rounds = PRECISE_ROUNDS_PER_ATTRIBUTE * len(dom)
+            n = low_total(float(np.median([m.y.sum() for m in ones])), x.plan.sigma, max(m.y.size for m in ones))
+        x.noise_ratio, rounds = budget_rounds(x.plan.sigma, dom, self.workload_, n, T)
+        if rounds < T:
+            x.rounds = rounds
             x.plan = round_plan(x.rho, self.alpha, x.l2, x.rounds)
 
     def plan(self, state: RoundState) -> RoundPlan | None:

@@ -85,11 +85,13 @@ def _n_interval(mech, beta: float, work: "BoundWork") -> tuple[float, float, flo
 @dataclass
 class BoundWork:
     """What the bounds of one release share (:meth:`privmarg.presets.AIM.error_bounds` asks 10^5
-    on wide tables): the N̂ interval per failure share, each round's candidate rule."""
+    on wide tables): the N̂ interval per failure share, each round's candidate rule, the combined
+    measurements of each subset the consistency programme uses, and its cell budget."""
 
     totals: dict[float, tuple[float, float]] = field(default_factory=dict)
     rules: dict = field(default_factory=dict)
     lp_cells: int = CONSISTENT_WORK_CELLS  # cells the consistency programme may still take
+    released: dict = field(default_factory=dict)  # subset -> (ȳ, σ̄) of its covering measurements, or None
 
 
 def aim_error_bound(mech, attrs, confidence: float = 0.95, synthetic=None, work: BoundWork | None = None
@@ -177,13 +179,14 @@ def _supported_counts_bound(mech, r, covering, fail: float, n_hat: float, dn: fl
     if (closed + dn) / max(n_hat, 1.0) >= 2:
         return closed
     sizes = range(1, len(r)) if len(r) <= 4 else (1, len(r) - 1)  # wide cliques: 2^|r| balls is too many
-    subsets = [(q, cov) for k in sizes for q in itertools.combinations(r, k)
-               if (cov := covering_measurements(mech, q))]
+    for q in (q for k in sizes for q in itertools.combinations(r, k) if q not in work.released):
+        cov = covering_measurements(mech, q)  # shared by the marginals of one release
+        work.released[q] = _combined(dom, q, cov) if cov else None
+    subsets = [(q, work.released[q]) for k in sizes for q in itertools.combinations(r, k) if work.released[q]]
     main = fail * (MAIN_SHARE if subsets else 1.0)
     cell = np.indices(dom.sizes(r)).reshape(len(r), -1)  # each cell's value of each attribute
     balls = [ProjectionBall(np.zeros(n_r, dtype=np.int64), np.array([n_hat]), dn)]
-    for q, cov in subsets:
-        yq, sq = _combined(dom, q, cov)
+    for q, (yq, sq) in subsets:
         at = [r.index(a) for a in q]
         entry = np.ravel_multi_index(tuple(cell[i] for i in at), dom.sizes(q))
         balls.append(ProjectionBall(entry, yq, sq * l1_noise_quantile(dom.size(q), (fail - main) / len(subsets))))

@@ -38,8 +38,8 @@ from scipy.special import gammaln
 
 from ..core import Domain, downward_closure, parse_workload
 from ..privacy import cdp_rho, check_neighbour, discovery_delta, marginal_l2, round_plan
-from .adaptive import expected_noise_share, mean_cells
-from .aim import PRECISE_NOISE_RATIO, PRECISE_ROUNDS_PER_ATTRIBUTE, default_rounds
+from ..privacy.risk import WEAK_EPSILON
+from .aim import budget_rounds, default_rounds, low_total
 
 #: latent classes of the public surrogate (a mixture of product distributions)
 SURROGATE_CLASSES = 16
@@ -52,8 +52,6 @@ SURROGATE_CONCENTRATION = 1.0
 MAX_MARGINALS = 400
 #: below this ε a release keeps little beyond the columns' own distributions
 SMALL_EPSILON = 0.05
-#: above this ε the guarantee protects individuals only weakly
-WEAK_EPSILON = 10.0
 
 
 @dataclass(frozen=True)
@@ -236,23 +234,27 @@ def aim_sigmas(domain: Domain, rho: float, neighbour: str, workload, rows: float
     """(candidates, initial T, T, σ of the 1-way marginals, σ of a later round, the budget rule's noise
     ratio or None) by AIMSelector's own rules:
     T = ``rounds`` or :func:`default_rounds`; with N known (``rows``), 4·d rounds when a round would
-    measure a mean-sized workload marginal with L1 noise of at most PRECISE_NOISE_RATIO·N (under
-    add/remove AIM reads N off its noisy 1-way marginals less 3σ√cells: the same here)."""
-    d = len(domain)
+    measure a mean-sized workload marginal with L1 noise of at most PRECISE_NOISE_RATIO·N
+    (:func:`~privmarg.select.aim.budget_rounds`; under add/remove AIM reads N off its noisy 1-way
+    marginals less 3σ√cells, :func:`~privmarg.select.aim.low_total`: the same here)."""
     l2 = marginal_l2(neighbour)
     n_cand = len(downward_closure(workload, domain))
-    t0 = t = rounds or default_rounds(d, n_cand)
+    t0 = t = rounds or default_rounds(len(domain), n_cand)
     first = round_plan(rho, alpha, l2, t).sigma
     later, ratio = first, None
     if rounds is None and rows:
-        n = float(rows)
-        if neighbour == "add_remove":
-            n = max(1.0, n - 3.0 * first * math.sqrt(max(domain.shape)))
-        ratio = expected_noise_share(first, mean_cells(domain, workload), n)
-        if ratio <= PRECISE_NOISE_RATIO and PRECISE_ROUNDS_PER_ATTRIBUTE * d < t:
-            t = PRECISE_ROUNDS_PER_ATTRIBUTE * d
+        n = low_total(float(rows), first, max(domain.shape)) if neighbour == "add_remove" else float(rows)
+        ratio, t = budget_rounds(first, domain, workload, n, t0)
+        if t < t0:
             later = round_plan(rho, alpha, l2, t).sigma
     return n_cand, t0, t, first, later, ratio
+
+
+def schema_budget(schema, epsilon: float, delta: float, preprocess_share: float) -> tuple[float, float]:
+    """(ρ of the release, ρ left to AIM's selection) for a raw table through ``schema``: value
+    discovery takes its δ share, DP preprocessing ``preprocess_share`` of ρ (the encoder's rules)."""
+    rho = cdp_rho(epsilon, delta - discovery_delta(delta, schema.needs_delta))
+    return rho, rho * (1 - preprocess_share) if schema.needs_dp else rho
 
 
 def planned_domain(schema, epsilon: float, delta: float, rows: int | None, preprocess_share: float = 0.1) -> Domain:
@@ -268,8 +270,7 @@ def planned_domain(schema, epsilon: float, delta: float, rows: int | None, prepr
     public = TableEncoder(schema.public_encoding()).fit().domain
     if not rows:
         return public
-    rho = cdp_rho(epsilon, delta - discovery_delta(delta, schema.needs_delta))
-    rho_model = rho * (1 - preprocess_share) if schema.needs_dp else rho
+    _, rho_model = schema_budget(schema, epsilon, delta, preprocess_share)
     bins = math.ceil(resolution_bins(rows, len(schema), rho_model))
     sizes = [min(c.bins, bins) + len(c.atoms) + int(c.missing) if c.binning == "privtree" and c.adaptive else n
              for c, n in zip(schema.columns, public.shape)]
@@ -292,8 +293,7 @@ def plan_aim(domain: Any, epsilon: float, delta: float = 1e-9, *, rows: int | No
     notes: tuple[str, ...] = ()
     if not isinstance(domain, Domain):  # a schema: its DP preprocessing takes a share of the budget
         schema = domain
-        rho = cdp_rho(epsilon, delta - discovery_delta(delta, schema.needs_delta))
-        rho_sel = rho * (1 - preprocess_share) if schema.needs_dp else rho
+        rho, rho_sel = schema_budget(schema, epsilon, delta, preprocess_share)
         domain = planned_domain(schema, epsilon, delta, rows, preprocess_share)
         heavy = [c.name for c in schema.columns if c.heavy_fixed or c.heavy_threshold]
         if heavy and rows:
