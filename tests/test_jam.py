@@ -45,8 +45,12 @@ def rounds_by_source(mech):
 def check_ledger(mech):
     """Selections are charged every round; Gaussians only in private rounds; total ≤ budget."""
     ledger = mech.privacy_report()["ledger"]
+    blend = [c for c in ledger if c["what"].startswith("JAM blend")]
+    assert len(blend) <= 1 and all(c["mechanism"] == "exponential" for c in blend)
     by_round = {}
     for c in ledger:
+        if c in blend:
+            continue
         t = int(c["what"].split()[2])
         by_round.setdefault(t, []).append(c)
     assert sorted(by_round) == [e["round"] for e in mech.log_]
@@ -117,16 +121,20 @@ def test_ledger_and_frugal_budgeting(epsilon):
         assert e["rho_round"] == pytest.approx((rho - used) / (8 - t), rel=1e-9)
         assert e["rho_select"] == pytest.approx(0.2 * e["rho_round"], rel=1e-9)
         used += e["rho_select"] + e["rho_measure"]
-    assert spent == pytest.approx(used, rel=1e-9)
+    blend = sum(c["rho"] for c in jam.privacy_report()["ledger"] if c["what"].startswith("JAM blend"))
+    assert spent - blend == pytest.approx(used, rel=1e-9)
     # reporting: the two lists partition the measurements, in selection order
     assert len(jam.public_marginals_) + len(jam.private_marginals_) == 8
     assert [m["source"] for m in jam.measurements_report()] == rounds_by_source(jam)
-    # unspent measurement budget rolls forward: all of it is used unless the last round was public
+    # unspent measurement budget rolls forward: the rounds use all of it unless the last one was
+    # public; what they leave buys the blend with the public records
     last = jam.log_[-1]
     if last["source"] == "private":
-        assert spent == pytest.approx(rho, rel=1e-9)
+        assert spent - blend == pytest.approx(rho, rel=1e-9) and blend == 0
     else:
-        assert spent == pytest.approx(rho - 0.8 * last["rho_round"], rel=1e-9)
+        assert spent - blend == pytest.approx(rho - 0.8 * last["rho_round"], rel=1e-9)
+        assert blend == pytest.approx(0.8 * last["rho_round"], rel=1e-6)
+    assert spent == pytest.approx(rho, rel=1e-6)
 
 
 def test_public_rows_rescaled_and_rows_public():

@@ -238,6 +238,11 @@ class JAM(Synthesizer):
     measurement takes the public answers inside it out of the loss. Privacy: ``rho``-zCDP under
     replace-one neighbours (N is public and rescales the public answers); budget left after the last
     round (public choices) is unspent.
+    ``blend``: the budget JAM's rounds leave unspent (their public choices) buys one last
+    exponential-mechanism choice of the release among blends of the model with the public records,
+    ``λ·model + (1 − λ)·public`` for λ in {0, ¼, ½, ¾, 1}, by workload error
+    (:mod:`~privmarg.select.jam_blend`; with no budget left, or public data given as marginals, the
+    model alone). ``public_share_`` is the released share of public records.
     ``public_marginals_`` / ``private_marginals_`` say which marginals came from where.
     """
 
@@ -246,7 +251,7 @@ class JAM(Synthesizer):
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
                  rounds: int | None = None, alpha: float | None = None, max_model_size: float = 80.0,
                  iters: int = JAM_LOOP["iters"], final_iters: int | None = None, tol: float = JAM_LOOP["tol"],
-                 weighting: str = "equal", warm_start: bool = True, supersede: bool = True,
+                 weighting: str = "equal", warm_start: bool = True, supersede: bool = True, blend: bool = True,
                  refit_method: str = JAM_LOOP["method"], refit_dtype: str = JAM_LOOP["dtype"], generator: Any = None, **kw):
         if refit_method not in METHODS:
             raise ValueError(f"refit_method must be one of {METHODS}")
@@ -255,12 +260,12 @@ class JAM(Synthesizer):
         self.workload, self.rounds, self.alpha, self.max_model_size = workload, rounds, alpha, max_model_size
         self.iters, self.final_iters, self.tol, self.weighting, self.warm_start = (
             iters, final_iters, tol, weighting, warm_start)
-        self.refit_method, self.refit_dtype, self.supersede = refit_method, refit_dtype, supersede
+        self.refit_method, self.refit_dtype, self.supersede, self.blend = refit_method, refit_dtype, supersede, blend
         # at a precise budget AIM's rounds (with AIM's loop model), unless the user set JAM's own plan
         aim = None if final_iters is not None else AIMSelector(workload, max_model_size=max_model_size,
                                                                loop=aim_loop())
         sel = JAMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size, weighting=weighting,
-                          warm_start=warm_start, supersede=supersede,
+                          warm_start=warm_start, supersede=supersede, blend=blend,
                           precise_final_iters=PRECISE_FINAL_ITERS if aim is not None else None,
                           precise_selector=aim,
                           loop=PGM(iters=iters, tol=tol, method=refit_method, dtype=refit_dtype))
@@ -280,6 +285,15 @@ class JAM(Synthesizer):
         super().fit(data, domain, public=public, **kw)
         self.rounds_ = len(self.log_)
         return self
+
+    @property
+    def public_share_(self) -> float:
+        """The share of the released distribution that is the public records (``1 − λ`` of the
+        blend the release step chose; 0 when the model is released alone)."""
+        from .generate.blend import BlendedModel
+
+        self._check_fitted()
+        return 1.0 - self.model_.share if isinstance(self.model_, BlendedModel) else 0.0
 
     @property
     def public_marginals_(self) -> list[tuple[str, ...]]:

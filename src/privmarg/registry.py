@@ -89,7 +89,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("independent", "selector", "all 1-way marginals", "privmarg.select.independent:IndependentSelector"),
     Entry("kway", "selector", "all k-way marginals (PrivPGD's selection)", "privmarg.select.kway:KWaySelector"),
     Entry("jam", "selector", "JAM's joint private/public selection", "privmarg.select.jam:JAMSelector",
-          flags=_f("workload", "adaptive", "public", "replace_one")),
+          flags=_f("workload", "adaptive", "public", "replace_one"), model="blend=privmarg.generate.blend:BlendedModel"),
     Entry("privbayes", "selector", "PrivBayes's greedy Bayesian network (exponential mechanism)",
           "privmarg.select.privbayes:PrivBayesSelector"),
     Entry("privsyn", "selector", "PrivSyn's DenseMarg: noisy InDif, greedy pairs, Combine, rho_i ~ cells^(2/3)",

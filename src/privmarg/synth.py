@@ -201,6 +201,15 @@ class Synthesizer(Released):
         self.selection_ = selection
         self.measurements_: list[Measurement] = list(selection.released or selection.measurements)
         self.log_ = session.rounds
+        self.model_ = self._final_model(selection, session, ctx, sample_rng)
+        self.fit_seconds_ = time.perf_counter() - t0
+        report(session.rho_spent, self.rho_available_, "done")
+        return self
+
+    def _final_model(self, selection: Selection, session: MeasurementSession, ctx: Context,
+                     sample_rng: np.random.Generator) -> Any:
+        """The generator's fit to the selection's measurements, then the selection's last private
+        choice (if any) and its lift to the data's domain."""
         seed = np.random.SeedSequence(int(sample_rng.integers(2**63)))  # data-independent
         drop = getattr(selection.model, "drop_marginals", None)
         if drop is not None:  # the final fit needs only its potentials: a model's size less at the peak
@@ -208,10 +217,9 @@ class Synthesizer(Released):
         model = self.generator.generate(selection.measurements, selection.domain, zeros=self.zeros_,
                                         total=ctx.total, warm=selection.model, seed=seed, progress=ctx.progress,
                                         **selection.hints)
-        self.model_ = selection.lift(model) if selection.lift is not None else model
-        self.fit_seconds_ = time.perf_counter() - t0
-        report(session.rho_spent, self.rho_available_, "done")
-        return self
+        if selection.choose is not None:  # a last private choice among releases built from the model
+            model = selection.choose(session, model)
+        return selection.lift(model) if selection.lift is not None else model
 
     def _public_source(self, public: Any, domain: Domain, drop_unknown: bool) -> MemorySource:
         if _is_source(public):

@@ -38,7 +38,8 @@ class Selection:
     model-in-the-loop's last fit (a warm start, or None); ``lift`` maps a model over ``domain`` to
     the data's domain (compression); ``released`` lists what was released, for reports;
     ``hints`` are keyword arguments for a generator that can use them (PrivPGD's released
-    constraint)."""
+    constraint); ``choose(session, model)``, when set, makes the release from the fitted model
+    with a last private choice charged to the session (JAM's blend with the public records)."""
 
     measurements: list[Measurement]
     domain: Domain
@@ -47,6 +48,7 @@ class Selection:
     released: list[Measurement] | None = None
     extra: dict = field(default_factory=dict)
     hints: dict = field(default_factory=dict)
+    choose: Callable[[Any, Any], Any] | None = None
 
 
 @runtime_checkable

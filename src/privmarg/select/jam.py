@@ -19,6 +19,7 @@ from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
 from .adaptive import (SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState,
                        expected_noise_share, mean_cells, model_errors)
 from .base import Selection, check_fraction, check_rounds, default_loop
+from .jam_blend import BlendChoice, public_records
 
 WEIGHTINGS = ("equal", "mle", "inv_sigma")
 #: (rounds T, selection share α) of the JAM paper, for noisy measurements
@@ -96,6 +97,9 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
     ``precise_selector``: a selector run instead when the budget is precise (the JAM preset: AIM's).
     ``supersede``: a private measurement of ``r`` takes the public answers inside ``r`` out of the loss
     (the two would pull the model towards different answers on the same cells).
+    ``blend``: after JAM's own rounds, the budget they left (public choices) buys one exponential-
+    mechanism choice of the release among blends of the fitted model with the public records
+    (:mod:`~privmarg.select.jam_blend`; public data given as a table only).
     Needs replace-one neighbours (N rescales the public answers) and ``ctx.public``.
     """
 
@@ -105,7 +109,7 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
     def __init__(self, workload: Any = "all-3way", *, rounds: int | None = None, alpha: float | None = None,
                  max_model_size: float = 80.0, weighting: str = "equal", warm_start: bool = True, loop: Any = None,
                  supersede: bool = True, precise_final_iters: int | None = PRECISE_FINAL_ITERS,
-                 precise_selector: Any = None):
+                 precise_selector: Any = None, blend: bool = True):
         # exact public marginals full of empty cells next to noisy private ones: the preconditioned
         # step reaches the optimum ~100x faster there than the momentum step (test_estimation); a
         # few warm-started iterations a round rank the candidates as well as a converged fit
@@ -116,6 +120,7 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         self.rounds = check_rounds("rounds", rounds)
         self.alpha = None if alpha is None else check_fraction("alpha", alpha)
         self.supersede = bool(supersede)
+        self.blend = bool(blend)
         self.precise_selector = precise_selector
         if precise_final_iters is not None and int(precise_final_iters) < 0:
             raise ValueError("precise_final_iters must be >= 0 (or None)")
@@ -213,6 +218,15 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
                                     meta={"round": state.t, "rows": state.run.public_rows,
                                           "loss_sigma": plan.sigma}))
 
+    def _blend_choice(self, state: RoundState) -> BlendChoice | None:
+        """The release step (:class:`~privmarg.select.jam_blend.BlendChoice`), or None without public
+        records."""
+        s, ctx = state.session, state.ctx
+        public = public_records(ctx.public, s.domain, ctx.total, ctx.zeros)
+        if public is None:
+            return None
+        return BlendChoice(public, parse_workload(self.workload, s.domain), ctx.rho)
+
     def after(self, state: RoundState, option: Option, plan: RoundPlan, before, entry: dict, prev) -> None:
         rho_t, alpha = state.run.rho_t, state.run.alpha
         entry.update(rho_round=rho_t, rho_select=alpha * rho_t,
@@ -222,6 +236,8 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         sel = super().final_selection(state)
         x = state.run
         sel.extra.update(precise=x.precise, rounds=x.rounds, alpha=x.alpha)
+        if self.blend and sel.lift is None:
+            sel.choose = self._blend_choice(state)
         if x.precise and self.precise_final_iters is not None:
             # the momentum step reaches the optimum in far fewer iterations than the preconditioned one
             # once the measurements are precise (benchmarks/RESULTS.md, "Public data that never hurts")

@@ -1,0 +1,168 @@
+"""JAM's release step: the model blended with the public records, the share chosen privately."""
+
+import math
+
+import numpy as np
+import pytest
+
+from privmarg import JAM, Dataset, Domain, load
+from privmarg.core import all_kway
+from privmarg.data import MemorySource
+from privmarg.generate.blend import BlendedModel
+from privmarg.generate.records import RecordsModel
+from privmarg.measure import MeasurementSession
+from privmarg.privacy import Accountant
+from privmarg.select.jam_blend import SHARES, blend_scores, choose_blend, public_records
+
+from test_jam import chain_table, far_table
+
+
+class TableModel:
+    """A full joint table as a model (exact marginals, i.i.d. records)."""
+
+    def __init__(self, domain, p, total):
+        self.domain, self.p, self.total = domain, p / p.sum(), float(total)
+
+    def project(self, attrs):
+        axes = tuple(i for i, a in enumerate(self.domain.attrs) if a not in attrs)
+        m = self.p.sum(axis=axes)
+        kept = [a for a in self.domain.attrs if a in attrs]
+        return np.transpose(m, [kept.index(a) for a in attrs]).ravel() * self.total
+
+    def sample(self, rows, rng):
+        idx = rng.choice(self.p.size, rows, p=self.p.ravel())
+        return np.stack(np.unravel_index(idx, self.domain.shape), axis=1)
+
+    def sample_conditional(self, rows, rng, evidence):
+        p = self.p.copy()
+        for a, v in evidence.items():
+            i = self.domain.attrs.index(a)
+            mask = np.zeros(self.domain[a], bool)
+            mask[v] = True
+            shape = [1] * len(self.domain)
+            shape[i] = -1
+            p = p * mask.reshape(shape)
+        return TableModel(self.domain, p, rows).sample(rows, rng)
+
+
+def tiny():
+    dom = Domain(["a", "b", "c"], [2, 3, 2])
+    rng = np.random.default_rng(0)
+    p = rng.random(dom.shape)
+    codes = np.array([[0, 0, 0], [0, 1, 1], [1, 2, 0], [1, 2, 0], [1, 0, 1]])
+    pub = RecordsModel(dom, 100.0, codes)
+    return dom, TableModel(dom, p, 100.0), pub
+
+
+def test_blend_marginals_samples_and_conditionals_are_the_mixture():
+    dom, model, pub = tiny()
+    blend = BlendedModel(model, pub, 0.25)
+    for r in [("a",), ("b", "a"), ("a", "b", "c")]:
+        np.testing.assert_allclose(blend.project(r), 0.25 * model.project(r) + 0.75 * pub.project(r))
+    rng = np.random.default_rng(1)
+    rows = blend.sample(40000, rng)
+    freq = np.bincount(np.ravel_multi_index(rows.T, dom.shape), minlength=12) / 40000
+    exact = blend.project(("a", "b", "c")) / 100.0
+    assert np.abs(freq - exact).max() < 0.01
+    # the conditional given b = 2: the public part carries b = 2 on 2 of its 5 records
+    cond = blend.sample_conditional(40000, rng, {"b": 2})
+    assert (cond[:, 1] == 2).all()
+    joint = blend.project(("a", "b", "c")).reshape(dom.shape)[:, 2, :]
+    want = (joint / joint.sum()).ravel()
+    got = np.bincount(np.ravel_multi_index((cond[:, 0], cond[:, 2]), (2, 2)), minlength=4) / 40000
+    assert np.abs(got - want).max() < 0.01
+    with pytest.raises(ValueError, match="share"):
+        BlendedModel(model, pub, 1.5)
+
+
+def test_blend_scores_against_brute_force():
+    rng = np.random.default_rng(2)
+    answers = [rng.integers(0, 50, 6).astype(float) for _ in range(3)]
+    models = [rng.random(6) * 40 for _ in range(3)]
+    pubs = [rng.random(6) * 40 for _ in range(3)]
+    w = np.array([1.0, 0.5, 2.0])
+    got = blend_scores(answers, models, pubs, w)
+    for j, lam in enumerate(SHARES):
+        want = -sum(c * np.abs(a - (lam * m + (1 - lam) * p)).sum() for a, m, p, c in zip(answers, models, pubs, w))
+        assert got[j] == pytest.approx(want)
+
+
+def _session(data, rho, neighbour="replace_one"):
+    acc = Accountant(rho, neighbour)
+    return MeasurementSession(MemorySource(data), acc, np.random.default_rng(0)), acc
+
+
+def test_choice_is_charged_exactly_and_picks_the_better_release():
+    data = chain_table(5000, seed=0)
+    dom = data.domain
+    wl = [(r, 1.0) for r, _ in all_kway(dom, 2)]
+    # public = the private table itself; the model: uniform (far off)
+    pub = public_records(MemorySource(data), dom, 5000.0)
+    flat = TableModel(dom, np.ones(dom.shape), 5000.0)
+    session, acc = _session(data, 1.0)
+    out = choose_blend(session, flat, pub, wl, 0.5)
+    assert isinstance(out, BlendedModel) and out.share == 0.0
+    ledger = acc.to_dict()["ledger"]
+    assert len(ledger) == 1 and ledger[0]["mechanism"] == "exponential"
+    assert ledger[0]["rho"] == pytest.approx(0.5, rel=1e-12)
+    assert ledger[0]["epsilon"] == pytest.approx(math.sqrt(8 * 0.5))
+    assert ledger[0]["sensitivity"] == pytest.approx(2.0 * len(wl))  # replace-one: 2 per marginal
+    # no budget: the model as it is, nothing charged
+    session, acc = _session(data, 1.0)
+    assert choose_blend(session, flat, pub, wl, 0.0) is flat
+    assert acc.to_dict()["ledger"] == []
+
+
+def test_public_records_drop_structural_zeros_and_need_records():
+    from privmarg import StructuralZero
+
+    data = chain_table(500, seed=0)
+    dom = data.domain
+    zero = StructuralZero.from_cells(dom, ("e",), [(5,)])
+    pub = public_records(MemorySource(data), dom, 500.0, [zero])
+    assert (pub.codes_[:, dom.attrs.index("e")] != 5).all()
+    assert public_records(object(), dom, 500.0) is None
+
+
+def test_jam_spends_its_leftover_on_the_blend_and_saves_it(tmp_path):
+    data = chain_table(4000, seed=1)
+    public = Dataset(data.codes[::-1], data.domain)  # the same records: public answers win every round
+    jam = JAM(0.3, 1e-9, workload="all-2way", rounds=6, seed=0, iters=60, final_iters=150).fit(data, public=public)
+    ledger = jam.privacy_report()["ledger"]
+    blend = [c for c in ledger if c["what"].startswith("JAM blend")]
+    assert jam.log_[-1]["source"] == "public"  # budget left at the end
+    assert len(blend) == 1 and blend[0]["mechanism"] == "exponential"
+    assert sum(c["rho"] for c in ledger) == pytest.approx(jam.rho_total, rel=1e-6)  # all of it spent
+    assert jam.public_share_ >= 0.5  # the public table is the private one: the choice leans on it
+    assert jam.public_share_ == (1.0 - jam.model_.share if isinstance(jam.model_, BlendedModel) else 0.0)
+    rows = jam.sample_codes()
+    assert rows.shape == (4000, 5)
+    # off: the model alone, the leftover unspent
+    off = JAM(0.3, 1e-9, workload="all-2way", rounds=6, seed=0, iters=60, final_iters=150,
+              blend=False).fit(data, public=public)
+    assert not isinstance(off.model_, BlendedModel) and off.public_share_ == 0.0
+    assert not any(c["what"].startswith("JAM blend") for c in off.privacy_report()["ledger"])
+    # a saved blend reads back the same
+    path = jam.save(tmp_path / "m")
+    back = load(path)
+    for r in [("a",), ("b", "c")]:
+        np.testing.assert_allclose(back.model_.project(r), jam.model_.project(r))
+
+
+def test_saved_blend_is_checked():
+    dom, model, pub = tiny()
+    with pytest.raises(ValueError, match="domain"):
+        BlendedModel(RecordsModel(Domain(["x"], [2]), 10.0, np.array([[0]])), pub, 0.5)
+    with pytest.raises(ValueError, match="records"):
+        BlendedModel(model, model, 0.5)
+
+
+def test_far_public_data_is_not_blended_in():
+    """A public table far from the private one: the choice keeps (almost all of) the model."""
+    data = chain_table(6000, seed=2)
+    public = far_table(3000, data.domain)
+    shares = []
+    for seed in range(3):
+        jam = JAM(1.0, 1e-9, workload="all-2way", rounds=6, seed=seed, iters=60, final_iters=150).fit(data, public=public)
+        shares.append(jam.public_share_)
+    assert max(shares) <= 0.25
