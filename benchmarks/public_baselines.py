@@ -7,7 +7,7 @@ table. Each (seed, ε, split) runs its methods one after the other in this proce
 same machine load; CPU seconds are the process's (fit + sample). AIM does not see the public table:
 it runs once per (seed, ε). Resumable: a cell already in the output file is skipped.
 
-Settings: JAM at its defaults with ``max_model_size=20`` (as ``jam.py``/``jam_speed.py``); PMW^Pub
+Settings: JAM at its defaults with ``max_model_size=20`` (``--model-mb``) (as ``jam.py``/``jam_speed.py``); PMW^Pub
 at its defaults (T = 5d rounds, 100 MW steps per refit); GEM^Pub with ``--gem-steps`` Adam steps per
 round (default 30, the CPU time box of ``gsd_gem.py``; the preset's default is 200) after
 ``--gem-pretrain`` steps on the public data's workload marginals (default 1000; the preset's default
@@ -35,12 +35,12 @@ OUT = ROOT / "benchmarks" / "results" / "public_baselines.jsonl"
 METHODS = ["jam", "pmw-pub", "gem-pub", "aim"]
 
 
-def _fit(method, private, public, eps, seed, gem_steps):
+def _fit(method, private, public, eps, seed, gem_steps, model_mb=20.0):
     from privmarg import registry
 
     kw = {"seed": seed, "neighbour": "replace_one", "workload": WORKLOAD}
     if method in ("jam", "aim"):
-        kw["max_model_size"] = 20
+        kw["max_model_size"] = model_mb
     if method == "gem-pub":
         kw["steps"], kw["pretrain_steps"] = gem_steps
     mech = registry.make_preset(method, eps, DELTA, **kw)
@@ -74,7 +74,7 @@ def run(args):
                     if key in done:
                         continue
                     t0, w0 = time.process_time(), time.perf_counter()
-                    mech = _fit(method, private, public, eps, seed, (args.gem_steps, args.gem_pretrain))
+                    mech = _fit(method, private, public, eps, seed, (args.gem_steps, args.gem_pretrain), args.model_mb)
                     syn = Dataset(mech.sample_codes(), private.domain)
                     cpu, wall = time.process_time() - t0, time.perf_counter() - w0
                     rec = {"key": key, "dataset": name, "method": method, "epsilon": eps, "seed": seed,
@@ -148,6 +148,8 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--gem-steps", type=int, default=30)
     ap.add_argument("--gem-pretrain", type=int, default=1000, help="GEM^Pub's pretraining steps on the public marginals")
+    ap.add_argument("--model-mb", type=float, default=20.0,
+                    help="JAM's and AIM's max_model_size (MB; 20 in every table before session 28, the presets' default is 80)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--table", action="store_true", help="print the markdown summary of --out and exit")
     args = ap.parse_args()

@@ -68,7 +68,8 @@ class JAMRun:
     """What a JAM run keeps between rounds: the public answers (rescaled to N) and their private
     errors (read only to score charged selections), the rows of the public table, Δ₂ of a marginal,
     the selection's score sensitivity, the spending regime (:func:`precise_measurements`) with its T
-    and α, the marginals already answered publicly and the current round's ρ."""
+    and α, the public records for the release's blend (None: no blend), the marginals already
+    answered publicly and the current round's ρ."""
 
     proxy: dict
     pub_err: dict
@@ -78,6 +79,7 @@ class JAMRun:
     precise: bool
     rounds: int
     alpha: float
+    public_records: Any = None
     pub_done: set = field(default_factory=set)
     rho_t: float = 0.0
 
@@ -165,8 +167,9 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         l2 = marginal_l2(s.neighbour)
         precise = self._precise(s, ctx)
         T, alpha = (PRECISE_PLAN[0] * len(state.domain), PRECISE_PLAN[1]) if precise else PAPER_PLAN
+        records = public_records(pub, s.domain, ctx.total, ctx.zeros) if self.blend else None
         state.run = JAMRun(proxy, pub_err, int(pub.count()), l2, 2 * score_sensitivity(s.neighbour), precise,
-                           self.rounds or T, self.alpha if self.alpha is not None else alpha)
+                           self.rounds or T, self.alpha if self.alpha is not None else alpha, records)
         return None  # the first round scores every candidate's private error as 0
 
     def plan(self, state: RoundState) -> RoundPlan | None:
@@ -221,11 +224,10 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
     def _blend_choice(self, state: RoundState) -> BlendChoice | None:
         """The release step (:class:`~privmarg.select.jam_blend.BlendChoice`), or None without public
         records."""
-        s, ctx = state.session, state.ctx
-        public = public_records(ctx.public, s.domain, ctx.total, ctx.zeros)
-        if public is None:
+        x = state.run
+        if x.public_records is None:
             return None
-        return BlendChoice(public, parse_workload(self.workload, s.domain), ctx.rho)
+        return BlendChoice(x.public_records, parse_workload(self.workload, state.session.domain), state.ctx.rho)
 
     def after(self, state: RoundState, option: Option, plan: RoundPlan, before, entry: dict, prev) -> None:
         rho_t, alpha = state.run.rho_t, state.run.alpha
