@@ -223,6 +223,12 @@ def _print_summary(mech, rows: int, output, report, save_model, t0: float) -> No
               f"({disc}rho {pr['rho_spent']:.4g} zCDP, {pr['neighbour'].replace('_', '/')} neighbours, "
               f"{len(pr['ledger'])} charges)", highlight=False, soft_wrap=True)
     err.print(risk_sentence(pr["risk"]), highlight=False, soft_wrap=True)
+    from ..presets import JAM
+
+    if isinstance(mech, JAM) and mech.public_share_ > 0:
+        err.print(f"release: {mech.public_share_:.0%} of it is records of the public table, the rest drawn from "
+                  "JAM's model (the share chosen privately with the budget JAM's public choices left)",
+                  highlight=False, soft_wrap=True)
 
 
 def _sql_source(backend: str, path: str, dom: Domain, drop_unknown: bool, spark_master: str | None):
