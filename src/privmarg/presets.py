@@ -237,7 +237,7 @@ class JAM(Synthesizer):
     (``"equal"``, ``"mle"``, ``"inv_sigma"``) of measurements in the loss; ``supersede``: a private
     measurement takes the public answers inside it out of the loss. Privacy: ``rho``-zCDP under
     replace-one neighbours (N is public and rescales the public answers); budget left after the last
-    round (public choices) is unspent.
+    round (public choices) buys the blend below.
     ``blend``: the budget JAM's rounds leave unspent (their public choices) buys one last
     exponential-mechanism choice of the release among blends of the model with the public records,
     ``λ·model + (1 − λ)·public`` for λ in {0, ¼, ½, ¾, 1}, by workload error
