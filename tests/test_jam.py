@@ -133,8 +133,8 @@ def test_ledger_and_frugal_budgeting(epsilon):
         assert spent - blend == pytest.approx(rho, rel=1e-9) and blend == 0
     else:
         assert spent - blend == pytest.approx(rho - 0.8 * last["rho_round"], rel=1e-9)
-        assert blend == pytest.approx(0.8 * last["rho_round"], rel=1e-6)
-    assert spent == pytest.approx(rho, rel=1e-6)
+        # the leftover buys the blend unless ε·N is too small for a choice (then it stays unspent)
+        assert blend == 0 or blend == pytest.approx(0.8 * last["rho_round"], rel=1e-6)
 
 
 def test_public_rows_rescaled_and_rows_public():
@@ -277,7 +277,8 @@ def test_budget_decides_the_plan(epsilon, precise):
     assert x["precise"] is precise
     if precise:
         assert x["delegated_to"] == "aim"
-        assert jam.selection_.hints == {"iters": 1000, "method": "momentum"}
+        assert {k: v for k, v in jam.selection_.hints.items() if k != "start"} == {"iters": 1000, "method": "momentum"}
+        assert jam.selection_.hints["start"].weights is not None  # the public records, for a reweighting generator
         assert 5 < jam.model_.info.iterations <= 1000
         aim = AIM(epsilon, 1e-9, seed=0, neighbour="replace_one").fit(data)
         assert np.array_equal(jam.sample_codes(500), aim.sample_codes(500))
@@ -290,15 +291,15 @@ def test_budget_decides_the_plan(epsilon, precise):
         alone = Synthesizer(JAMSelector(loop=PGM(iters=5)), PGM(iters=5), epsilon=epsilon, delta=1e-9,
                             neighbour="replace_one", seed=0).fit(data, public=public)
         assert (alone.selection_.extra["rounds"], alone.selection_.extra["alpha"]) == (4 * 5, 0.1)
-        assert alone.selection_.hints == {"iters": 1000, "method": "momentum"}
+        assert {k: v for k, v in alone.selection_.hints.items() if k != "start"} == {"iters": 1000, "method": "momentum"}
     else:
         assert (x["rounds"], x["alpha"]) == (30, 0.2)
         assert all(e["rho_select"] == pytest.approx(0.2 * e["rho_round"]) for e in jam.log_)
-        assert jam.selection_.hints == {} and jam.model_.info.iterations <= 5
+        assert set(jam.selection_.hints) == {"start"} and jam.model_.info.iterations <= 5
     # the user's own settings win
     mine = JAM(epsilon, 1e-9, seed=0, rounds=7, alpha=0.3, final_iters=3).fit(data, public=public)
     assert (mine.selection_.extra["rounds"], mine.selection_.extra["alpha"]) == (7, 0.3)
-    assert mine.selection_.hints == {} and mine.model_.info.iterations <= 3
+    assert set(mine.selection_.hints) == {"start"} and mine.model_.info.iterations <= 3
 
 
 def test_a_private_measurement_supersedes_public_answers_inside_it():

@@ -187,7 +187,7 @@ def test_cli_says_how_much_of_the_release_is_public(tmp_path):
     for seed in range(4):  # the last round is public on some seeds (a tiny budget's choices are noisy)
         out = tmp_path / f"m{seed}"
         res = CliRunner().invoke(app, ["synth", str(tmp_path / "p.csv"), "--domain", str(tmp_path / "d.json"),
-                                       "--method", "jam", "--public", str(tmp_path / "q.csv"), "--epsilon", "0.02",
+                                       "--method", "jam", "--public", str(tmp_path / "q.csv"), "--epsilon", "0.1",
                                        "--delta", "1e-9", "-o", str(tmp_path / f"out{seed}.csv"), "--seed", str(seed),
                                        "--save-model", str(out)])
         assert res.exit_code == 0, res.output
@@ -196,3 +196,51 @@ def test_cli_says_how_much_of_the_release_is_public(tmp_path):
         assert ("of it is records of the public table" in res.output) == (share > 0)
         shares.append(share)
     assert max(shares) > 0  # the public table is the private one: the blend leans on it
+
+
+def test_a_blurred_choice_is_not_made():
+    """With ε·N so small that the five releases cannot be told apart, the model is released alone
+    and nothing is charged (a near-uniform pick could release a far public table)."""
+    from privmarg.select.jam_blend import MAX_CHOICE_BLUR
+
+    data = chain_table(1000, seed=0)
+    dom = data.domain
+    wl = [(r, 1.0) for r, _ in all_kway(dom, 2)]
+    pub = public_records(MemorySource(data), dom, 1000.0)
+    flat = TableModel(dom, np.ones(dom.shape), 1000.0)
+    rho = (4 * math.log(len(SHARES)) / (MAX_CHOICE_BLUR * 1000.0)) ** 2 / 8  # blur exactly at the limit
+    session, acc = _session(data, 1.0)
+    assert choose_blend(session, flat, pub, wl, rho * 0.9) is flat and acc.to_dict()["ledger"] == []
+    session, acc = _session(data, 1.0)
+    choose_blend(session, flat, pub, wl, rho * 1.1)
+    assert len(acc.to_dict()["ledger"]) == 1
+
+
+def test_blend_refuses_what_a_saved_file_could_smuggle_in():
+    dom, model, pub = tiny()
+    with pytest.raises(ValueError, match="number"):
+        BlendedModel(model, pub, "0.5")
+    with pytest.raises(ValueError, match="cannot itself be a blend"):
+        BlendedModel(BlendedModel(model, pub, 0.5), pub, 0.5)
+    blend = BlendedModel(model, pub, 0.5)
+    with pytest.raises(ValueError, match="outside"):
+        blend.sample_conditional(5, np.random.default_rng(0), {"b": 7})
+    assert not hasattr(blend, "cliques") and not hasattr(blend, "p")  # only the fit record is forwarded
+
+
+def test_jam_can_release_the_public_records_reweighted():
+    """``generator=PublicReweighting()``: JAM's measurements fitted by reweighting the public records
+    (PMW^Pub's generator over JAM's selection, started from the selection's public records)."""
+    from privmarg.generate.pmw_pub import PublicReweighting
+
+    data = chain_table(3000, seed=1)
+    public = chain_table(1500, seed=5, flip=0.3)
+    jam = JAM(1.0, 1e-9, workload="all-2way", rounds=6, seed=0, generator=PublicReweighting(iters=30)).fit(
+        data, public=public)
+    inner = jam.model_.model if isinstance(jam.model_, BlendedModel) else jam.model_
+    assert isinstance(inner, RecordsModel) and inner.weights is not None
+    rows = jam.sample_codes()
+    public_rows = {tuple(r) for r in public.codes}
+    assert all(tuple(r) in public_rows for r in rows)  # only public records are released
+    with pytest.raises(ValueError, match="public records"):
+        PublicReweighting().generate(jam.measurements_, data.domain, total=3000.0)

@@ -29,6 +29,10 @@ class BlendedModel:
     state_kind: ClassVar[str] = "blend"  # in saved models (:mod:`privmarg.generate.state`)
 
     def __init__(self, model: Any, public: RecordsModel, share: float):
+        if isinstance(share, bool) or not isinstance(share, (int, float, np.floating)):
+            raise ValueError(f"a blend's share of the model must be a number in [0, 1], got {share!r}")
+        if isinstance(model, BlendedModel):
+            raise ValueError("a blend's model part cannot itself be a blend")
         share = float(share)
         if not 0.0 <= share <= 1.0:
             raise ValueError(f"a blend's share of the model must be in [0, 1], got {share!r}")
@@ -41,10 +45,10 @@ class BlendedModel:
         self.total = float(model.total)
         self.public.total = self.total
 
-    def __getattr__(self, name):  # info, cliques, ... of the fitted model (its fit is the release's)
-        if name.startswith("__") or name in ("model", "public", "share", "domain", "total"):
-            raise AttributeError(name)
-        return getattr(self.model, name)
+    def __getattr__(self, name):  # the fitted model's fit record (its fit is the release's), nothing else
+        if name in ("info", "fit_info") and "model" in self.__dict__:
+            return getattr(self.model, name)
+        raise AttributeError(name)
 
     def to_state(self, key: str, arrays: dict, save) -> dict:
         """The saved form: the share and both parts."""
@@ -87,6 +91,9 @@ class BlendedModel:
         for a in attrs:
             if a not in self.domain:
                 raise ValueError(f"unknown attribute {a!r} in the condition")
+        for a in attrs:
+            if not 0 <= int(evidence[a]) < self.domain[a]:
+                raise ValueError(f"the condition {a}={evidence[a]} is outside the column's codes 0..{self.domain[a] - 1}")
         cell = int(np.ravel_multi_index(tuple(int(evidence[a]) for a in attrs), self.domain.sizes(attrs)))
         pm = self.share * max(float(self.model.project(attrs)[cell]), 0.0) if self.share > 0 else 0.0
         pp = (1.0 - self.share) * max(float(self.public.project(attrs)[cell]), 0.0) if self.share < 1 else 0.0

@@ -64,8 +64,12 @@ class PublicReweighting:
 
     def generate(self, measurements: Sequence[Measurement], domain: Domain, *, zeros: Sequence[StructuralZero] = (),
                  total: float | None = None, warm: Any = None, seed: Any = None, progress=None,
-                 **extra: Any) -> RecordsModel:
-        """Reweight ``warm``'s records to the measurements (deterministic; ``seed`` unused)."""
+                 start: Any = None, **extra: Any) -> RecordsModel:
+        """Reweight ``warm``'s records to the measurements (deterministic; ``seed`` unused); when
+        ``warm`` is not a weighted table of records (a selection whose loop is another model, JAM's),
+        ``start``'s (a selection's hint: the public records)."""
+        if not (isinstance(warm, RecordsModel) and warm.weights is not None and warm.domain == domain):
+            warm = start
         if not (isinstance(warm, RecordsModel) and warm.weights is not None and warm.domain == domain):
             raise ValueError("PMW^Pub needs a start built from public records (PublicReweighting.pretrain)")
         t0 = time.perf_counter()

@@ -68,8 +68,9 @@ class JAMRun:
     """What a JAM run keeps between rounds: the public answers (rescaled to N) and their private
     errors (read only to score charged selections), the rows of the public table, Δ₂ of a marginal,
     the selection's score sensitivity, the spending regime (:func:`precise_measurements`) with its T
-    and α, the public records for the release's blend (None: no blend), the marginals already
-    answered publicly and the current round's ρ."""
+    and α, the public records (a start for a generator that reweights them, and the release's blend;
+    None when the public data is marginals), the marginals already answered publicly and the
+    current round's ρ."""
 
     proxy: dict
     pub_err: dict
@@ -99,9 +100,9 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
     ``precise_selector``: a selector run instead when the budget is precise (the JAM preset: AIM's).
     ``supersede``: a private measurement of ``r`` takes the public answers inside ``r`` out of the loss
     (the two would pull the model towards different answers on the same cells).
-    ``blend``: after JAM's own rounds, the budget they left (public choices) buys one exponential-
-    mechanism choice of the release among blends of the fitted model with the public records
-    (:mod:`~privmarg.select.jam_blend`; public data given as a table only).
+    ``blend``: after JAM's own rounds, the budget left over (when the last round picked a public
+    answer) buys one exponential-mechanism choice of the release among blends of the fitted model
+    with the public records (:mod:`~privmarg.select.jam_blend`; public data given as a table only).
     Needs replace-one neighbours (N rescales the public answers) and ``ctx.public``.
     """
 
@@ -143,6 +144,9 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
                 sel.extra.update(precise=True, delegated_to=getattr(self.precise_selector, "name", "selector"))
                 if self.precise_final_iters is not None:
                     sel.hints.update(iters=self.precise_final_iters, method="momentum")
+                records = public_records(ctx.public, session.domain, ctx.total, ctx.zeros)
+                if records is not None:
+                    sel.hints["start"] = records  # for a generator that reweights the public records
                 return sel
         return super().run(session, ctx)
 
@@ -167,7 +171,7 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         l2 = marginal_l2(s.neighbour)
         precise = self._precise(s, ctx)
         T, alpha = (PRECISE_PLAN[0] * len(state.domain), PRECISE_PLAN[1]) if precise else PAPER_PLAN
-        records = public_records(pub, s.domain, ctx.total, ctx.zeros) if self.blend else None
+        records = public_records(pub, s.domain, ctx.total, ctx.zeros)
         state.run = JAMRun(proxy, pub_err, int(pub.count()), l2, 2 * score_sensitivity(s.neighbour), precise,
                            self.rounds or T, self.alpha if self.alpha is not None else alpha, records)
         return None  # the first round scores every candidate's private error as 0
@@ -238,7 +242,9 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         sel = super().final_selection(state)
         x = state.run
         sel.extra.update(precise=x.precise, rounds=x.rounds, alpha=x.alpha)
-        if self.blend and sel.lift is None:
+        if x.public_records is not None:
+            sel.hints["start"] = x.public_records  # for a generator that reweights the public records
+        if self.blend:
             sel.choose = self._blend_choice(state)
         if x.precise and self.precise_final_iters is not None:
             # the momentum step reaches the optimum in far fewer iterations than the preconditioned one

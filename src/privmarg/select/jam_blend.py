@@ -1,7 +1,8 @@
 """JAM's last step: blend the fitted model with the public records, the share chosen privately.
 
-A round that picks a public answer leaves its measurement budget unspent. JAM spends what its rounds
-left on one exponential-mechanism choice among the releases ``λ·model + (1 − λ)·public``, ``λ`` in
+A round that picks a public answer leaves its measurement budget to the rounds after it; when the
+last round picks one, that budget is left over. JAM spends it on one exponential-mechanism choice
+among the releases ``λ·model + (1 − λ)·public``, ``λ`` in
 :data:`SHARES`, scored by the workload error against the private data:
 ``score(λ) = −Σ_r c_r·‖M_r(D) − (λ·M_r(model) + (1 − λ)·M_r(public))‖₁`` (counts, both parts scaled
 to the public N). Under replace-one one record moves every ``M_r(D)`` by at most 2 in L1, so the
@@ -32,6 +33,10 @@ from .base import Clique
 SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
 #: budget below this fraction of the selection's is not worth a choice (the model as it is)
 MIN_SHARE_OF_BUDGET = 1e-6
+#: the largest blur of the choice, ``4·ln|SHARES| / (ε·N)`` (mean L1 error per marginal: releases
+#: closer than this are hardly told apart), at which it is still made; above it (a tiny ε·N) the
+#: choice is close to uniform and could hand the release to a far public table: the model alone
+MAX_CHOICE_BLUR = 0.1
 
 
 def public_records(public: Any, domain: Domain, total: float, zeros: Sequence[StructuralZero] = ()) -> RecordsModel | None:
@@ -66,12 +71,16 @@ def blend_scores(answers: list[np.ndarray], model_marginals: list[np.ndarray], p
 def choose_blend(session: MeasurementSession, model: Any, public: RecordsModel, workload: list[tuple[Clique, float]],
                  rho: float) -> Any:
     """The release: ``model`` blended with ``public`` at the share the exponential mechanism picks
-    with budget ``rho`` (ε = √(8ρ)), or ``model`` itself when ``rho`` is 0 or λ = 1 wins. The model's
+    with budget ``rho`` (ε = √(8ρ)), or ``model`` itself when ``rho`` is 0, when the choice would be
+    blurred past :data:`MAX_CHOICE_BLUR`, or when λ = 1 wins. The model's
     marginals are taken from ``model.total`` records it draws (public randomness from the session),
     the public table's exactly; both are released quantities, and the private answers enter only
     through the mechanism's scores."""
     if not rho > 0 or not workload:
         return model
+    epsilon = math.sqrt(8.0 * rho)
+    if 4.0 * math.log(len(SHARES)) / (epsilon * max(float(model.total), 1.0)) > MAX_CHOICE_BLUR:
+        return model  # public inputs only: ρ and N under replace-one
     cliques = [r for r, _ in workload]
     weights = np.array([float(c) for _, c in workload])
     sens = 2.0 * float(weights.sum())
@@ -81,7 +90,8 @@ def choose_blend(session: MeasurementSession, model: Any, public: RecordsModel, 
     drawn = RecordsModel(model.domain, model.total, model.sample(max(1, int(round(model.total))), rng))
     scores = blend_scores(session.answers(cliques), [drawn.project(r) for r in cliques],
                           [public.project(r) for r in cliques], weights)
-    pick = session.select(scores, math.sqrt(8.0 * rho), sens,
+    session.forget()  # the workload's private answers are not needed any more (memory)
+    pick = session.select(scores, epsilon, sens,
                           what=f"JAM blend with the public records (shares {', '.join(f'{s:g}' for s in SHARES)})")
     share = SHARES[pick]
     return model if share == 1.0 else BlendedModel(model, public, share)
