@@ -65,7 +65,8 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
                          "hands the budget to AIM's selection (public answers rarely help at this precision) "
                          "and fits its final model to convergence" if ratio <= 1 else
                          f"runs {T} rounds with {a:.0%} of each for the choice and stops its final fit early "
-                         "(the measurements are too noisy to fit closely)"))
+                         "(the measurements are too noisy to fit closely); if the last round takes a public "
+                         "answer, the budget left picks how much of the release is public records"))
         lines.append(line)
     elif method == "mst":
         first = gaussian_sigma(rho / 3 / d, l2)
