@@ -92,3 +92,27 @@ def test_cli_prints_what_the_public_table_settled(tmp_path):
     assert res.exit_code == 0, res.output
     assert "bounds [10, 70] from the public table" in res.output
     assert "3 value(s) from the public table" in res.output
+
+
+def test_public_table_sets_the_decimals_of_float_columns():
+    from privmarg.preprocess.public_schema import written_places
+
+    assert written_places(np.array([0.23, 1.5, 2.01, np.nan])) == 2
+    assert written_places(np.array([61.5, 0.1 + 0.2])) == 1  # float noise of parsing ignored
+    assert written_places(np.array([326.0, 18823.0])) == 0
+    assert written_places(np.array([np.nan])) is None
+    spec = {"columns": {"carat": {"type": "float", "min": 0.2, "max": 5.01},
+                        "depth": {"type": "float", "min": 43, "max": 79, "decimals": 3},
+                        "n": {"type": "integer", "min": 0, "max": 9}}}
+    rng = np.random.default_rng(0)
+    public = pd.DataFrame({"carat": np.round(rng.uniform(0.2, 5, 300), 2), "depth": np.round(rng.uniform(43, 79, 300), 1),
+                           "n": rng.integers(0, 10, 300)})
+    sch, notes = refine_with_public(Schema.from_dict(spec), public)
+    assert sch["carat"].decimals == 2 and sch["carat"].output_decimals == 2
+    assert sch["depth"].decimals == 3  # declared: kept
+    assert sch["n"].decimals is None
+    assert any("'carat'" in n and "2 decimal" in n for n in notes)
+    private = pd.DataFrame({"carat": rng.uniform(0.2, 5, 800), "depth": rng.uniform(43, 79, 800),
+                            "n": rng.integers(0, 10, 800)})
+    out = JAM(1.0, 1e-6, rounds=4, iters=20, final_iters=20, seed=0).fit(private, spec, public=public).sample(300)
+    assert np.allclose(out["carat"], np.round(out["carat"], 2))  # reads like the input: two places
