@@ -189,11 +189,12 @@ def test_cli_says_how_much_of_the_release_is_public(tmp_path):
         res = CliRunner().invoke(app, ["synth", str(tmp_path / "p.csv"), "--domain", str(tmp_path / "d.json"),
                                        "--method", "jam", "--public", str(tmp_path / "q.csv"), "--epsilon", "0.1",
                                        "--delta", "1e-9", "-o", str(tmp_path / f"out{seed}.csv"), "--seed", str(seed),
-                                       "--save-model", str(out)])
+                                       "--save-model", str(out), "--report", str(tmp_path / f"r{seed}.json")])
         assert res.exit_code == 0, res.output
         back = load(out)
         share = 1.0 - back.model_.share if isinstance(back.model_, BlendedModel) else 0.0
         assert ("of it is records of the public table" in res.output) == (share > 0)
+        assert json.loads((tmp_path / f"r{seed}.json").read_text())["public_share"] == pytest.approx(share)
         shares.append(share)
     assert max(shares) > 0  # the public table is the private one: the blend leans on it
 

@@ -267,6 +267,10 @@ def build_report(mech, method: str, rows: int) -> dict:
     if hasattr(mech, "error_bounds"):
         # 95% bounds on each workload marginal's L1 error of the table just written (free)
         out["error_bounds"] = [b.to_dict() for b in mech.error_bounds(0.95)]
+    from ..presets import JAM
+
+    if isinstance(mech, JAM):  # how much of the release is public records (the blend's choice)
+        out["public_share"] = mech.public_share_
     return out
 
 
