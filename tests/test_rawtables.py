@@ -506,3 +506,28 @@ def test_copula_decoding_keeps_monotone_dependence_inside_wide_bins():
     # within a bin the positions stay close to uniform (here the real ones are): x's first bin [0, 25)
     inside = cop["x"][codes[:, 0] == 0]
     assert abs(inside.mean() - 12.5) < 1.0 and inside.min() < 0.5 and inside.max() > 24.5
+
+
+def test_light_heavy_values_go_back_into_their_bins():
+    """A float column of many repeated values (two decimals, ~50 rows each in 30,000) finds hundreds
+    of 'heavy' values at a large budget; those lighter than a quarter of an average bin's rows go
+    back into their bins, so two such columns stay measurable together. A true point mass keeps its
+    code."""
+    from privmarg.preprocess.adaptive import _keep_heavy
+
+    rng = np.random.default_rng(0)
+    n = 30000
+    df = pd.DataFrame({"x": np.round(rng.uniform(3, 9, n), 2),
+                       "z": np.where(rng.random(n) < 0.3, 5.0, np.round(rng.uniform(0, 9, n), 3))})
+    enc = TableEncoder({"columns": {"x": {"type": "float", "min": 0, "max": 10},
+                                    "z": {"type": "float", "min": 0, "max": 10}}})
+    enc.fit(df, Accountant(10.0, delta=1e-8, delta_budget=1e-9), 1.0, np.random.default_rng(1), rho_model=9.0)
+    x, z = enc.codecs_["x"], enc.codecs_["z"]
+    assert len(x.atoms) + len(x.edges) - 1 <= 100  # was 256 atoms + 32 bins
+    assert 5.0 in z.atoms
+    # the rule itself: light found atoms leave, their noisy mass joins their leaf; others stay
+    leaves = np.array([0.0, 1.0, 2.0, 3.0])
+    atoms = np.array([0.5, 1.5, 2.5])
+    kept, back = _keep_heavy(atoms, np.array([10.0, 500.0, 40.0]), np.array([0.5, 1.5]), leaves, 100.0)
+    assert kept.tolist() == [1.5, 2.5]  # 0.5 light and found; 2.5 not found by the search: kept
+    assert back.tolist() == [10.0, 0.0, 0.0]

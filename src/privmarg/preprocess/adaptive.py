@@ -26,6 +26,11 @@ HEAVY_MAX_VALUES = HEAVY_FIXED_MAX_VALUES
 HEAVY_FALSE_VALUES = 0.05
 
 
+#: a heavy value found by the search keeps its own code when it holds at least 1/this of an average
+#: bin's rows (N̂ / the resolution, :func:`_keep_heavy`)
+HEAVY_BIN_FRACTION_INV = 4.0
+
+
 #: PrivTree's depth cap for the leaves of an adaptive column (they are merged into at most ``bins``
 #: bins afterwards, so the cap on bins need not cap the leaves: dense data gets narrow leaves, and
 #: decoding within a bin follows them; PrivTree's bias stops the tree where data is thin)
@@ -63,7 +68,7 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
     fixed = col.binning != "quantiles" and col.heavy_fixed
     heavy = fixed or (col.binning != "quantiles" and col.heavy_threshold and delta > 0)
     l2 = marginal_l2(session.neighbour)
-    n_heavy = 0
+    n_heavy, found = 0, np.zeros(0)
     if col.binning == "quantiles":  # a public fine grid instead of the tree: the whole rho on its counts
         leaves, atoms, rho_counts = quantile_grid(col), np.asarray(col.atoms, dtype=float), rho
     else:
@@ -73,18 +78,22 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
         if heavy:
             found = (_heavy_values(session, col, part, l2, HEAVY_MAX_ATOMS) if fixed
                      else _threshold_heavy_values(session, col, part, l2, HEAVY_MAX_ATOMS, delta))
-            n_heavy = len(np.setdiff1d(found, atoms))
+            found = np.setdiff1d(found, atoms)
             atoms = np.union1d(atoms, found)
         rho_counts = rho - 2 * part if heavy else rho - part
     sigma = gaussian_sigma(rho_counts, l2)
     counts = session.range_histogram(col.name, leaves, atoms)
     noisy = session.gaussian(counts, sigma, l2, f"bin counts {col.name}", counts=True)
+    rows = float(np.maximum(noisy, 0.0).sum())
+    target = resolution_bins(rows, columns, rho_model)
     leaf_w = np.maximum(noisy[:len(leaves) - 1], 0.0)
+    if col.binning != "quantiles" and len(found):
+        atoms, back = _keep_heavy(atoms, noisy[len(leaves) - 1:], found, leaves, rows / (HEAVY_BIN_FRACTION_INV * target))
+        leaf_w += back
+        n_heavy = int(np.isin(found, atoms).sum())
     if heavy and col.lattice and len(atoms):  # a leaf whose integers are all atoms holds no other value
         inside = np.searchsorted(atoms, leaves[1:], side="left") - np.searchsorted(atoms, leaves[:-1], side="left")
         leaf_w[np.diff(leaves) <= inside] = 0.0
-    rows = float(np.maximum(noisy, 0.0).sum())
-    target = resolution_bins(rows, columns, rho_model)
     if col.binning == "quantiles":  # bins when given; the cap on the grid's merged cells otherwise
         target = min(target, col.bins) if col.adaptive else col.bins
     else:
@@ -163,6 +172,23 @@ def _leaf_decay(counts: np.ndarray, width: np.ndarray) -> np.ndarray:
             hi, lo = np.where(big, mid, hi), np.where(big, lo, mid)
         scale[decay] = np.exp((lo + hi) / 2)
     return sign * scale
+
+
+def _keep_heavy(atoms: np.ndarray, atom_counts: np.ndarray, found: np.ndarray, leaves: np.ndarray,
+                least: float) -> tuple[np.ndarray, np.ndarray]:
+    """(the atoms kept, the noisy mass to add to each leaf): a heavy value found by the search keeps a
+    code of its own only when its noisy count holds ``least`` rows, an average bin's worth (N̂ / the
+    resolution). A lighter one goes back into its leaf: its 2-way marginals against another finely
+    coded column would hold less than noise a cell. (A column of many repeated values, diamonds'
+    x in hundredths of a mm, found 265 heavy values at ε = 10, so AIM could never afford to measure
+    two such columns together, and released them nearly independent.) The schema's atoms and
+    PrivTree's dense ones always stay. Post-processing of DP counts: free."""
+    light = np.isin(atoms, found) & (atom_counts < least)
+    back = np.zeros(len(leaves) - 1)
+    if light.any():
+        j = np.clip(np.searchsorted(leaves, atoms[light], side="right") - 1, 0, len(leaves) - 2)
+        back = np.bincount(j, weights=np.maximum(atom_counts[light], 0.0), minlength=len(leaves) - 1)
+    return atoms[~light], back
 
 
 def _dense_atoms(col: ColumnSpec, edges: np.ndarray, atoms: np.ndarray) -> np.ndarray:
