@@ -236,9 +236,8 @@ class JAM(Synthesizer):
     "JAM speed (issue 18)", "Public data that never hurts"); ``weighting``
     (``"equal"``, ``"mle"``, ``"inv_sigma"``) of measurements in the loss; ``supersede``: a private
     measurement takes the public answers inside it out of the loss. Privacy: ``rho``-zCDP under
-    replace-one neighbours (N is public and rescales the public answers); budget left after the last
-    round (public choices) buys the blend below.
-    ``blend``: the budget JAM's rounds leave unspent (their public choices) buys one last
+    replace-one neighbours (N is public and rescales the public answers).
+    ``blend``: when the last round picks a public answer, the budget left over buys one last
     exponential-mechanism choice of the release among blends of the model with the public records,
     ``λ·model + (1 − λ)·public`` for λ in {0, ¼, ½, ¾, 1}, by workload error
     (:mod:`~privmarg.select.jam_blend`; with no budget left, or public data given as marginals, the

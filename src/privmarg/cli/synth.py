@@ -223,10 +223,9 @@ def _print_summary(mech, rows: int, output, report, save_model, t0: float) -> No
               f"({disc}rho {pr['rho_spent']:.4g} zCDP, {pr['neighbour'].replace('_', '/')} neighbours, "
               f"{len(pr['ledger'])} charges)", highlight=False, soft_wrap=True)
     err.print(risk_sentence(pr["risk"]), highlight=False, soft_wrap=True)
-    from ..presets import JAM
-
-    if isinstance(mech, JAM) and mech.public_share_ > 0:
-        err.print(f"release: {mech.public_share_:.0%} of it is records of the public table, the rest drawn from "
+    share = _public_share(mech)
+    if share:
+        err.print(f"release: {share:.0%} of it is records of the public table, the rest drawn from "
                   "JAM's model (the share chosen privately with the budget JAM's public choices left)",
                   highlight=False, soft_wrap=True)
 
@@ -267,11 +266,17 @@ def build_report(mech, method: str, rows: int) -> dict:
     if hasattr(mech, "error_bounds"):
         # 95% bounds on each workload marginal's L1 error of the table just written (free)
         out["error_bounds"] = [b.to_dict() for b in mech.error_bounds(0.95)]
+    share = _public_share(mech)
+    if share is not None:  # how much of the release is public records (JAM's blend)
+        out["public_share"] = share
+    return out
+
+
+def _public_share(mech) -> float | None:
+    """JAM's share of public records in its release; None for other methods."""
     from ..presets import JAM
 
-    if isinstance(mech, JAM):  # how much of the release is public records (the blend's choice)
-        out["public_share"] = mech.public_share_
-    return out
+    return mech.public_share_ if isinstance(mech, JAM) else None
 
 
 

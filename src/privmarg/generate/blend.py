@@ -40,10 +40,11 @@ class BlendedModel:
             raise ValueError("a blend's public part must be a table of records")
         if public.domain != model.domain:
             raise ValueError("a blend's two parts must have the same domain")
-        self.model, self.public, self.share = model, public, share
         self.domain: Domain = model.domain
         self.total = float(model.total)
-        self.public.total = self.total
+        if public.total != self.total:  # both parts stand for the release's records
+            public = RecordsModel(public.domain, self.total, public.codes_, public.weights)
+        self.model, self.public, self.share = model, public, share
 
     def __getattr__(self, name):  # the fitted model's fit record (its fit is the release's), nothing else
         if name in ("info", "fit_info") and "model" in self.__dict__:
@@ -91,7 +92,6 @@ class BlendedModel:
         for a in attrs:
             if a not in self.domain:
                 raise ValueError(f"unknown attribute {a!r} in the condition")
-        for a in attrs:
             if not 0 <= int(evidence[a]) < self.domain[a]:
                 raise ValueError(f"the condition {a}={evidence[a]} is outside the column's codes 0..{self.domain[a] - 1}")
         cell = int(np.ravel_multi_index(tuple(int(evidence[a]) for a in attrs), self.domain.sizes(attrs)))

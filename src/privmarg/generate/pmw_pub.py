@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain, Measurement, StructuralZero
-from .records import RecordsModel
-from .targets import forbidden, marginal_targets, resolve_total
+from .records import RecordsModel, distinct_records
+from .targets import marginal_targets, resolve_total
 
 
 class PublicReweighting:
@@ -53,14 +53,10 @@ class PublicReweighting:
         rows = np.asarray(public.records(), dtype=np.int64)
         if rows.ndim != 2 or rows.shape[1] != len(domain) or not len(rows):
             raise ValueError("the public data must be a non-empty table over the domain")
-        uniq, counts = np.unique(rows, axis=0, return_counts=True)
-        w = counts.astype(float)
-        if zeros:
-            w[forbidden(uniq, domain, zeros)] = 0.0
-        if not w.sum() > 0:
+        start = distinct_records(rows, domain, total, zeros)
+        if start is None:
             raise ValueError("every public record falls in a structural zero: nothing to reweight")
-        keep = w > 0
-        return RecordsModel(domain, total, uniq[keep], w[keep], info={"public_rows": int(len(rows))})
+        return start
 
     def generate(self, measurements: Sequence[Measurement], domain: Domain, *, zeros: Sequence[StructuralZero] = (),
                  total: float | None = None, warm: Any = None, seed: Any = None, progress=None,

@@ -8,9 +8,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..core import Domain
+from ..core import Domain, StructuralZero
 from .state import domain_state, read_total
-from .targets import cell_index
+from .targets import cell_index, forbidden
 
 
 def systematic_draw(weights: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
@@ -114,3 +114,19 @@ class RecordsModel:
 
     def size_mb(self) -> float:
         return self.codes_.nbytes / 2**20
+
+
+def distinct_records(rows: np.ndarray, domain: Domain, total: float,
+                     zeros: Sequence[StructuralZero] = ()) -> RecordsModel | None:
+    """The distinct rows of ``rows`` (integer codes over ``domain``) weighted by their frequency,
+    standing for ``total`` records, those in a structural-zero cell dropped; None when no row is
+    left. For public data (PMW^Pub's start, JAM's blend): free."""
+    rows = np.asarray(rows, dtype=np.int64)
+    uniq, counts = np.unique(rows, axis=0, return_counts=True)
+    w = counts.astype(float)
+    if zeros:
+        w[forbidden(uniq, domain, zeros)] = 0.0
+    keep = w > 0
+    if not keep.any():
+        return None
+    return RecordsModel(domain, total, uniq[keep], w[keep], info={"public_rows": int(len(rows))})

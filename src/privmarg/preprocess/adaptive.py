@@ -87,7 +87,7 @@ def _adaptive_codec(session, col: ColumnSpec, rho: float, rho_model: float, colu
     rows = float(np.maximum(noisy, 0.0).sum())
     target = resolution_bins(rows, columns, rho_model)
     leaf_w = np.maximum(noisy[:len(leaves) - 1], 0.0)
-    if col.binning != "quantiles" and len(found):
+    if len(found):
         atoms, back = _keep_heavy(atoms, noisy[len(leaves) - 1:], found, leaves, rows / (HEAVY_BIN_FRACTION_INV * target))
         leaf_w += back
         n_heavy = int(np.isin(found, atoms).sum())
@@ -177,11 +177,11 @@ def _leaf_decay(counts: np.ndarray, width: np.ndarray) -> np.ndarray:
 def _keep_heavy(atoms: np.ndarray, atom_counts: np.ndarray, found: np.ndarray, leaves: np.ndarray,
                 least: float) -> tuple[np.ndarray, np.ndarray]:
     """(the atoms kept, the noisy mass to add to each leaf): a heavy value found by the search keeps a
-    code of its own only when its noisy count holds ``least`` rows, an average bin's worth (N̂ / the
-    resolution). A lighter one goes back into its leaf: its 2-way marginals against another finely
-    coded column would hold less than noise a cell. (A column of many repeated values, diamonds'
-    x in hundredths of a mm, found 265 heavy values at ε = 10, so AIM could never afford to measure
-    two such columns together, and released them nearly independent.) The schema's atoms and
+    code of its own only when its noisy count holds ``least`` rows (the caller: a quarter of an
+    average bin's, N̂ / (4·resolution)). A lighter one goes back into its leaf: its 2-way marginals
+    against another finely coded column would hold less than noise a cell. (A column of many
+    repeated values, diamonds' x in hundredths of a mm, found 256 heavy values at ε = 10, so AIM
+    could never afford to measure two such columns together, and released them nearly independent.) The schema's atoms and
     PrivTree's dense ones always stay. Post-processing of DP counts: free."""
     light = np.isin(atoms, found) & (atom_counts < least)
     back = np.zeros(len(leaves) - 1)

@@ -24,8 +24,7 @@ import numpy as np
 
 from ..core import Domain, StructuralZero
 from ..generate.blend import BlendedModel
-from ..generate.records import RecordsModel
-from ..generate.targets import forbidden
+from ..generate.records import RecordsModel, distinct_records
 from ..measure import MeasurementSession
 from .base import Clique
 
@@ -41,21 +40,14 @@ MAX_CHOICE_BLUR = 0.1
 
 def public_records(public: Any, domain: Domain, total: float, zeros: Sequence[StructuralZero] = ()) -> RecordsModel | None:
     """The distinct public records weighted by their frequency, standing for ``total`` records
-    (those in a structural zero dropped); None when the public data holds no records (precomputed
-    marginals) or none outside the zeros. Free: public data."""
+    (:func:`~privmarg.generate.records.distinct_records`); None when the public data holds no
+    records (precomputed marginals) or none outside the zeros. Free: public data."""
     if not hasattr(public, "records"):
         return None
     rows = np.asarray(public.records(), dtype=np.int64)
     if rows.ndim != 2 or rows.shape[1] != len(domain) or not len(rows):
         return None
-    uniq, counts = np.unique(rows, axis=0, return_counts=True)
-    w = counts.astype(float)
-    if zeros:
-        w[forbidden(uniq, domain, zeros)] = 0.0
-    keep = w > 0
-    if not keep.any():
-        return None
-    return RecordsModel(domain, total, uniq[keep], w[keep])
+    return distinct_records(rows, domain, total, zeros)
 
 
 def blend_scores(answers: list[np.ndarray], model_marginals: list[np.ndarray], public_marginals: list[np.ndarray],
