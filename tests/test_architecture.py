@@ -109,14 +109,11 @@ def test_every_preset_is_in_the_public_api():
 
 MAX_FILE_LINES = 700
 MAX_FUNCTION_LINES = 100
-# the one left above the limit (issue #44): PrivMRF's incremental elimination, a hot loop whose
-# locals live across its steps
-LONG_FUNCTIONS = {("select/privmrf_graph.py", "pair")}
 
 
 def test_files_and_functions_stay_small():
     """No module of src/ over MAX_FILE_LINES lines; no function over MAX_FUNCTION_LINES (signature
-    included) but the listed ones, which must still be long (the list only shrinks)."""
+    included)."""
     import ast
 
     big_files, long_funcs = [], set()
@@ -129,7 +126,7 @@ def test_files_and_functions_stay_small():
                     node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
                 long_funcs.add((str(p.relative_to(SRC)), node.name))
     assert not big_files, big_files
-    assert long_funcs == LONG_FUNCTIONS, long_funcs ^ LONG_FUNCTIONS
+    assert not long_funcs, long_funcs
 
 
 def test_the_seam_protocols_say_what_each_source_can_do():

@@ -177,12 +177,10 @@ class _Trace:
         into ``over`` the vertices its step changes). So a step costs the size of ``over``, not
         that of the clique, and the run has met this elimination when ``over`` is empty."""
         n = self.n
-        cells, bits = kit.cells, kit.bits
         t0 = min(self.pos[i], self.pos[j])
         if self.pre_max[t0] > cap:
             return CAP, t0, 0, False
-        bi, bj = 1 << i, 1 << j
-        if self.snap_u[t0][i] & bj:  # ij is an edge by then: the elimination is this one
+        if self.snap_u[t0][i] & 1 << j:  # ij is an edge by then: the elimination is this one
             if self.pre_max[n] > cap:
                 return CAP, t0, 0, False
             if self.pre_msum[n] > limit:
@@ -191,6 +189,18 @@ class _Trace:
         lb = self.pre_msum[t0]  # cells of the maximal cliques so far
         if lb > limit:
             return OVER, t0, 0, True, lb
+        walk = self._walk(i, j, t0, cap, limit, lb, kit)
+        if walk[0] != FITS:
+            return walk
+        return self._finish(t0, *walk[1:], cap, limit, kit)
+
+    def _walk(self, i: int, j: int, t0: int, cap: float, limit: float, lb: int, kit: _Kit):
+        """:meth:`pair`'s run from step ``t0`` until it meets this elimination again: a stop
+        (``CAP``/``OVER`` as :meth:`pair` returns them) or ``(FITS, end, largest clique, cells of the
+        maximal cliques so far, edge sum of the base's steps taken, inner cliques, changed steps)``."""
+        n = self.n
+        cells, bits = kit.cells, kit.bits
+        bi, bj = 1 << i, 1 << j
         sh = self.shift
         low = (1 << sh) - 1
         order, vbit, elim, es, ecells, bkey = self.order, self.vbit, self.elim, self.es, self.ecells, self.bkey
@@ -280,7 +290,13 @@ class _Trace:
                     del over[b]
                     okey.pop(b, None)
                     om ^= 1 << b
-        end = sb
+        return FITS, sb, big, lb, e, inner, seg
+
+    def _finish(self, t0: int, end: int, big: int, lb: int, e: float, inner: set[int],
+                seg: list[tuple[int, int]], cap: float, limit: float, kit: _Kit):
+        """:meth:`pair`'s result once its run met this elimination at step ``end``: the base's steps
+        from there, and the edge sums of the run's own steps."""
+        n, bits = self.n, kit.bits
         if self.suf_max[end] > cap:
             return CAP, t0, 0, False
         elim, wmin, wmax, ecells = self.elim, self.wmin, self.wmax, self.ecells
