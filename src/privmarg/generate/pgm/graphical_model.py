@@ -152,14 +152,22 @@ class GraphicalModel:
         """``[self.project(r, cache=False) for r in cliques]``, the cliques inside one maximal clique
         summed from it by a shared tree of partial sums (:func:`~.sum_tree.marginals_of`): one pass
         over a big clique per attribute summed out instead of one per query (AIM scores ~100
-        candidates a round inside its biggest cliques). Same values up to the order of sums."""
+        candidates a round inside its biggest cliques); a query inside no clique whose list also
+        holds it with one attribute more is summed from that one's answer instead of eliminated
+        again (:meth:`_outside`). Same values up to the order of sums."""
         cliques = [tuple(r) for r in cliques]
         out: list[np.ndarray | None] = [None] * len(cliques)
         inside: dict[int, list[int]] = {}
+        outside: list[int] = []
         for k, r in enumerate(cliques):
             canon = self.domain.canonical(r)
-            best = self._smallest_clique(r) if canon == r and r and len(set(r)) == len(r) else None
-            if best is None or self.marginals[best].size < SHARED_SUM_CELLS:
+            if canon != r or not r or len(set(r)) != len(r):
+                out[k] = self.project(r, cache=False)
+                continue
+            best = self._smallest_clique(r)
+            if best is None:
+                outside.append(k)
+            elif self.marginals[best].size < SHARED_SUM_CELLS:
                 out[k] = self.project(r, cache=False)
             else:
                 inside.setdefault(best, []).append(k)
@@ -167,7 +175,33 @@ class GraphicalModel:
             for k, table in zip(ks, marginals_of(self.marginals[i], self.tree.cliques[i],
                                                  [cliques[k] for k in ks], self.domain)):
                 out[k] = table
+        self._outside(cliques, outside, out)
         return out  # type: ignore[return-value]
+
+    def _outside(self, cliques: list[tuple[str, ...]], ks: list[int], out: list) -> None:
+        """``out[k]`` for the canonical queries ``cliques[k]``, ``k`` in ``ks``, that no clique holds:
+        each one whose list holds it with one attribute more is summed from that one's answer
+        (scoring asks for every 2-way subset of its 3-way candidates), the rest eliminated."""
+        wider: dict[tuple[str, ...], tuple[int, int]] = {}  # query -> (first listed one holding it, axis)
+        for k in ks:
+            r = cliques[k]
+            for j in range(len(r)):
+                wider.setdefault(r[:j] + r[j + 1:], (k, j))
+        children: dict[int, list[tuple[int, int]]] = {}  # parent -> (child, axis summed out)
+        roots = []
+        for k in ks:
+            parent = wider.get(cliques[k])
+            if parent is None:
+                roots.append(k)
+            else:
+                children.setdefault(parent[0], []).append((k, parent[1]))
+        stack = [(k, None) for k in roots]
+        while stack:
+            k, made = stack.pop()
+            out[k] = self.project(cliques[k], cache=False) if made is None else made
+            for c, j in children.get(k, ()):
+                table = out[k].reshape(self.domain.sizes(cliques[k]))
+                stack.append((c, np.ascontiguousarray(sum_out(table, (j,))).ravel()))
 
     def _routes(self) -> tuple[list[dict[str, int]], dict[str, int], list[int]]:
         """(gates, component, cells), made once per tree. ``gates[v][a]``: for each clique ``v`` and
