@@ -1,6 +1,5 @@
 """PrivPGD's targets from the released measurements: merged per clique, made consistent on shared
-margins, their interactions shrunk by their noise, weighted by their noise; and records moved out of
-structural zeros. Post-processing."""
+margins, weighted by their noise; and records moved out of structural zeros. Post-processing."""
 
 from __future__ import annotations
 
@@ -63,37 +62,6 @@ def _consistent(merged, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarra
         arrs[c] += (t_bar - t) / n
     SharedMargins(cliques, var, domain, [(a,) for a in domain.attrs]).apply(arrs)
     return [(a, arrs[c].ravel(), s) for (a, _, s), c in zip(merged, cliques)]
-
-
-def _shrink_interactions(merged, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarray, float]]:
-    """Each noisy marginal of two or more attributes with its interaction part shrunk towards
-    independence by the positive-part James–Stein factor.
-
-    The interaction part is ``R = y − ⊗_a y_a / t^(k−1)`` (the marginal less the product of its own
-    1-way margins ``y_a``, ``t`` its total); the Gaussian noise puts about ``σ²·dof`` into ``‖R‖²``,
-    ``dof = Π n_a − Σ (n_a − 1) − 1``. ``R`` is scaled by ``max(0, 1 − σ²·dof / ‖R‖²)``: a pair whose
-    measured dependence is no larger than its noise becomes independent (noise otherwise invents
-    correlations between unrelated columns), a strong one keeps nearly all of it. Post-processing of
-    the measurements: no privacy cost. Returns ``(attrs, y, σ)`` with σ unchanged."""
-    out = []
-    for attrs, y, sigma in merged:
-        sizes = domain.sizes(attrs)
-        k = len(sizes)
-        dof = int(np.prod(sizes)) - sum(n - 1 for n in sizes) - 1
-        table = np.asarray(y, dtype=float).reshape(sizes)
-        total = float(table.sum())
-        if k < 2 or dof <= 0 or not total > 0:
-            out.append((attrs, y, sigma))
-            continue
-        indep = np.ones(())
-        for ax in range(k):
-            indep = np.multiply.outer(indep, table.sum(axis=tuple(j for j in range(k) if j != ax)))
-        indep = indep / total ** (k - 1)
-        resid = table - indep
-        energy = float((resid ** 2).sum())
-        keep = max(0.0, 1.0 - float(sigma) ** 2 * dof / energy) if energy > 0 else 0.0
-        out.append((attrs, (indep + keep * resid).ravel(), sigma))
-    return out
 
 
 def _marginal_weights(sigmas, cells, total: float, power: float) -> np.ndarray:

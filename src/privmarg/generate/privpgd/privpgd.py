@@ -53,8 +53,7 @@ from ...core.measurement import estimate_total
 from ..neural import torch_device
 from ..state import SKIP, checked_codes, domain_state, plain, read_total
 from .geometry import bin_centres, embed_codes, grid_centres, nearest_codes
-from .measurements import (_consistent, _marginal_weights, _merge_measurements, _one_way, _repair_zeros,
-                           _shrink_interactions, _valid_cells)
+from .measurements import _consistent, _marginal_weights, _merge_measurements, _one_way, _repair_zeros, _valid_cells
 from .projection import (_ADAM_EPS, _BETAS, _directions, _torch_seed, project_signed_measures, quantise,
                          sliced_w1, sparse_adam_step)
 from .sorting import _argsort, _argsort_bounded, _Workspace
@@ -155,10 +154,6 @@ class PrivPGDGenerator:
         what every measured marginal holding it implies, and each marginal is shifted evenly to
         it; PrivSyn's consistency step). True by default; False (the paper, :meth:`paper`): each
         marginal is projected alone. Post-processing of the measurements: no privacy cost.
-    shrinkage: then shrink each noisy marginal's interaction part (the marginal less the product of
-        its margins) towards independence by the positive-part James–Stein factor
-        (:func:`_shrink_interactions`): noise otherwise invents correlations between unrelated
-        columns. True by default; False (the paper, :meth:`paper`). Post-processing: no privacy cost.
     constraint_strength: ``lambda`` for a constraint passed to :meth:`fit` (1.0).
     grad_scale: the reference's gradient multiplier (100) for SW2 and the constraint alike.
     device: ``None``/"auto" (CUDA if available), "cpu", "cuda", ...; ``seed``: int or SeedSequence.
@@ -170,8 +165,7 @@ class PrivPGDGenerator:
     """
 
     PAPER = dict(n_particles=100_000, epochs=1000, scheduler_step=50, mask_rate=0.8, proj_iters=1750, proj_num_projections=200,
-                 proj_resample=1, proj_stop_tol=0.0, init="uniform", weight_power=0.0, consistency=False,
-                 shrinkage=False)
+                 proj_resample=1, proj_stop_tol=0.0, init="uniform", weight_power=0.0, consistency=False)
 
     def __init__(self, n_particles: int | None = None, epochs: int = 200, batch_size: int = 5,
                  num_projections: int = 10, lr: float = 0.1, scheduler_step: int = 10,
@@ -179,7 +173,7 @@ class PrivPGDGenerator:
                  proj_num_projections: int = 32, proj_lr: float = 0.1, proj_scheduler_step: int = 100,
                  proj_scheduler_gamma: float = 0.8, proj_resample: int = 0, proj_stop_tol: float = 0.01,
                  init: str = "uniform", weight_power: float = 1.0, consistency: bool = True,
-                 shrinkage: bool = True, constraint_strength: float = 1.0, grad_scale: float = 100.0,
+                 constraint_strength: float = 1.0, grad_scale: float = 100.0,
                  device: Any = None, seed: int | np.random.SeedSequence | None = None):
         def pos_int(name, x, allow_zero=False):
             if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < (0 if allow_zero else 1):
@@ -205,7 +199,6 @@ class PrivPGDGenerator:
             raise ValueError(f"weight_power must be >= 0 and finite, got {weight_power!r}")
         self.weight_power = float(weight_power)
         self.consistency = bool(consistency)
-        self.shrinkage = bool(shrinkage)
         for name, x in [("lr", lr), ("proj_lr", proj_lr), ("scheduler_gamma", scheduler_gamma),
                         ("proj_scheduler_gamma", proj_scheduler_gamma), ("grad_scale", grad_scale)]:
             if not (x > 0 and math.isfinite(x)):
@@ -228,7 +221,7 @@ class PrivPGDGenerator:
         keys = ["n_particles", "epochs", "batch_size", "num_projections", "lr", "scheduler_step",
                 "scheduler_gamma", "mask_rate", "proj_iters", "proj_num_projections", "proj_lr",
                 "proj_scheduler_step", "proj_scheduler_gamma", "proj_resample", "proj_stop_tol", "init", "weight_power",
-                "consistency", "shrinkage", "constraint_strength", "grad_scale",
+                "consistency", "constraint_strength", "grad_scale",
                 "device", "seed"]
         return {k: getattr(self, k) for k in keys}
 
@@ -307,8 +300,6 @@ class PrivPGDGenerator:
         zeros = list(zeros)
         if self.consistency:
             merged = _consistent(merged, domain)
-        if self.shrinkage:
-            merged = _shrink_interactions(merged, domain)
         cliques = [a for a, _, _ in merged]
         valid = [_valid_cells(domain, a, zeros) for a in cliques]
         # 2) projection of each signed marginal onto the simplex
