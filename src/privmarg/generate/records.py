@@ -10,22 +10,8 @@ import numpy as np
 
 from ..core import Domain, StructuralZero
 from .state import domain_state, read_total
+from .draws import balanced_draw
 from .targets import cell_index, forbidden
-
-
-def systematic_draw(weights: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
-    """``rows`` indices into ``weights`` (non-negative, not all zero) by systematic sampling, in random
-    order: index ``i`` appears ⌊n·p_i⌋ or ⌈n·p_i⌉ times with mean exactly ``n·p_i`` (p = weights
-    normalised), from one uniform draw. Independent draws would add multinomial noise of about
-    √(n·p_i) records to every count; this adds less than one."""
-    p = np.asarray(weights, dtype=float)
-    cum = np.cumsum(p / p.sum())
-    cum[-1] = 1.0
-    points = (rng.random() + np.arange(rows)) / max(rows, 1)
-    out = np.searchsorted(cum, points, side="right")
-    out = np.minimum(out, len(p) - 1)
-    rng.shuffle(out)
-    return out
 
 
 class RecordsModel:
@@ -35,8 +21,9 @@ class RecordsModel:
     them in random order when asked for as many, a subsample without replacement when asked for
     fewer, and all of them plus draws with replacement when asked for more (GSD's "oversampled with
     replacement"). Weighted: a distribution over the records (probabilities, summing to 1), sampled
-    with replacement by :func:`systematic_draw` (each record ⌊n·w⌋ or ⌈n·w⌉ times). Post-processing
-    only: no privacy cost."""
+    with replacement by :func:`~privmarg.generate.draws.balanced_draw` (each record ⌊n·w⌋ or ⌈n·w⌉
+    times, the drawn rows' low-order marginals kept close to the weights'). Post-processing only: no
+    privacy cost."""
 
     state_kind: ClassVar[str] = "records"  # in saved models (:mod:`privmarg.generate.state`)
 
@@ -83,7 +70,7 @@ class RecordsModel:
 
     def _pick(self, idx: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
         if self.weights is not None:
-            return idx[systematic_draw(self.weights[idx], rows, rng)]
+            return idx[balanced_draw(self.codes_[idx], self.weights[idx], rows, self.domain.shape, rng)]
         if rows <= idx.size:
             return idx[rng.choice(idx.size, rows, replace=False)]
         out = np.concatenate([idx, idx[rng.integers(0, idx.size, rows - idx.size)]])
