@@ -180,8 +180,9 @@ class GraphicalModel:
 
     def _outside(self, cliques: list[tuple[str, ...]], ks: list[int], out: list) -> None:
         """``out[k]`` for the canonical queries ``cliques[k]``, ``k`` in ``ks``, that no clique holds:
-        each one whose list holds it with one attribute more is summed from that one's answer
-        (scoring asks for every 2-way subset of its 3-way candidates), the rest eliminated."""
+        each one whose list holds it with one attribute more is summed from that one's answer where
+        that table is smaller than those its elimination reads (scoring asks for every 2-way subset
+        of its 3-way candidates), the rest eliminated."""
         wider: dict[tuple[str, ...], tuple[int, int]] = {}  # query -> (first listed one holding it, axis)
         for k in ks:
             r = cliques[k]
@@ -189,12 +190,16 @@ class GraphicalModel:
                 wider.setdefault(r[:j] + r[j + 1:], (k, j))
         children: dict[int, list[tuple[int, int]]] = {}  # parent -> (child, axis summed out)
         roots = []
+        cells = self._routes()[2]
         for k in ks:
             parent = wider.get(cliques[k])
-            if parent is None:
-                roots.append(k)
-            else:
+            # summing the parent beats eliminating only where its table is smaller than the tables the
+            # elimination would read (one component; across components the answer is a cheap product)
+            if parent is not None and len(self._components(cliques[k])) == 1 and \
+                    self.domain.size(cliques[parent[0]]) < sum(cells[i] for i in self._subtree(cliques[k])[0]):
                 children.setdefault(parent[0], []).append((k, parent[1]))
+            else:
+                roots.append(k)
         stack = [(k, None) for k in roots]
         while stack:
             k, made = stack.pop()
