@@ -200,13 +200,14 @@ class GraphicalModel:
                 children.setdefault(parent[0], []).append((k, parent[1]))
             else:
                 roots.append(k)
-        stack = [(k, None) for k in roots]
-        while stack:
-            k, made = stack.pop()
-            out[k] = self.project(cliques[k], cache=False) if made is None else made
-            for c, j in children.get(k, ()):
-                table = out[k].reshape(self.domain.sizes(cliques[k]))
-                stack.append((c, np.ascontiguousarray(sum_out(table, (j,))).ravel()))
+        for root in roots:  # in the order given: queries share partial contractions (_piece) in it
+            out[root] = self.project(cliques[root], cache=False)
+            stack = [root]
+            while stack:
+                k = stack.pop()
+                for c, j in children.get(k, ()):
+                    out[c] = np.ascontiguousarray(sum_out(out[k].reshape(self.domain.sizes(cliques[k])), (j,))).ravel()
+                    stack.append(c)
 
     def _routes(self) -> tuple[list[dict[str, int]], dict[str, int], list[int]]:
         """(gates, component, cells), made once per tree. ``gates[v][a]``: for each clique ``v`` and
