@@ -325,3 +325,30 @@ def test_balancing_marginals_fit_the_work_limit(monkeypatch):
     got = draws.balancing_marginals(10, 40)  # 25 marginals fit
     assert len(got) == 25 and got[:10] == [(i,) for i in range(10)] and got[10] == (0, 1)
     assert draws.balancing_marginals(10, 2000) == []
+
+
+def test_systematic_draw_never_lands_on_trailing_zero_weights():
+    """Rounding dust in the cumulative weights (0.1 × 10 sums to 0.9999999999999999) must not give
+    the zero-weight record after them the last sliver of [0, 1)."""
+    from privmarg.generate.draws import systematic_draw
+
+    class Top:  # the largest uniform below 1
+        def random(self):
+            return float(np.nextafter(1.0, 0.0))
+
+        def shuffle(self, x):
+            pass
+
+    w = np.array([0.1] * 10 + [0.0])
+    assert systematic_draw(w, 1, Top()).tolist() == [9]
+
+
+def test_balanced_draw_of_a_few_records_of_a_wide_table_stays_cheap():
+    """A conditional draw can meet 3 records of 200 columns: the balanced marginals are capped."""
+    from privmarg.generate import draws
+
+    assert len(draws.balancing_marginals(200, 3)) == draws.MAX_BALANCED
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 3, size=(3, 200))
+    got = draws.balanced_draw(codes, np.array([1.0, 2.0, 3.0]), 10, (3,) * 200, rng)
+    assert np.bincount(got, minlength=3).tolist() in ([2, 3, 5], [1, 4, 5])  # ⌊10·p⌋ or ⌈10·p⌉, total 10

@@ -18,8 +18,10 @@ import itertools
 import numpy as np
 
 #: record × marginal cells looked up per sweep of the search: the marginals balanced are the 1-way,
-#: then 2-way, then 3-way ones (domain order) while records × marginals stays within it
+#: then 2-way, then 3-way ones (domain order) while records × marginals stays within it, and at
+#: most MAX_BALANCED marginals (a few records of a wide table, as a conditional draw meets)
 BALANCE_WORK = 4_000_000
+MAX_BALANCED = 1024
 #: sweeps of the swap search at most (it stops earlier once a sweep finds no improving swap)
 MAX_SWEEPS = 300
 #: records per sweep in each of the search's two pools (those gaining most from one more copy, and
@@ -34,7 +36,7 @@ def systematic_draw(weights: np.ndarray, rows: int, rng: np.random.Generator) ->
     √(n·p_i) records to every count; this adds less than one."""
     p = np.asarray(weights, dtype=float)
     cum = np.cumsum(p / p.sum())
-    cum[-1] = 1.0
+    cum[np.flatnonzero(p > 0)[-1]:] = 1.0  # rounding dust never lands on trailing zero weights
     points = (rng.random() + np.arange(rows)) / max(rows, 1)
     out = np.searchsorted(cum, points, side="right")
     out = np.minimum(out, len(p) - 1)
@@ -44,11 +46,12 @@ def systematic_draw(weights: np.ndarray, rows: int, rng: np.random.Generator) ->
 
 def balancing_marginals(columns: int, records: int) -> list[tuple[int, ...]]:
     """The column tuples balanced for ``records`` records over ``columns`` columns: every 1-way,
-    then 2-way, then 3-way marginal while ``records × count ≤ BALANCE_WORK``."""
+    then 2-way, then 3-way marginal while ``records × count ≤ BALANCE_WORK`` and ``count ≤
+    MAX_BALANCED``."""
     out: list[tuple[int, ...]] = []
     for k in (1, 2, 3):
         for cols in itertools.combinations(range(columns), k):
-            if (len(out) + 1) * records > BALANCE_WORK:
+            if (len(out) + 1) * records > BALANCE_WORK or len(out) >= MAX_BALANCED:
                 return out
             out.append(cols)
     return out
@@ -136,9 +139,10 @@ def balanced_draw(codes: np.ndarray, weights: np.ndarray, rows: int, sizes: tupl
     p = np.asarray(weights, dtype=float)
     p = p / p.sum()
     counts = np.bincount(systematic_draw(p, rows, rng), minlength=len(p))
-    marginals = balancing_marginals(codes.shape[1], len(codes))
-    if rows > 0 and marginals and len(codes) > 1:
-        counts = swap_search(_cells(codes, marginals, sizes), rows * p, counts)
+    if rows > 0 and len(codes) > 1:
+        marginals = balancing_marginals(codes.shape[1], len(codes))
+        if marginals:
+            counts = swap_search(_cells(codes, marginals, sizes), rows * p, counts)
     out = np.repeat(np.arange(len(p)), counts)
     rng.shuffle(out)
     return out
