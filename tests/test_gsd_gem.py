@@ -350,5 +350,19 @@ def test_balanced_draw_of_a_few_records_of_a_wide_table_stays_cheap():
     assert len(draws.balancing_marginals(200, 3)) == draws.MAX_BALANCED
     rng = np.random.default_rng(0)
     codes = rng.integers(0, 3, size=(3, 200))
-    got = draws.balanced_draw(codes, np.array([1.0, 2.0, 3.0]), 10, (3,) * 200, rng)
-    assert np.bincount(got, minlength=3).tolist() in ([2, 3, 5], [1, 4, 5])  # ⌊10·p⌋ or ⌈10·p⌉, total 10
+    got = np.bincount(draws.balanced_draw(codes, np.array([1.0, 2.0, 4.0]), 300, (3,) * 200, rng), minlength=3)
+    assert got.sum() == 300 and (np.abs(got - 300 * np.array([1, 2, 4]) / 7) < 1).all()
+
+
+def test_a_draw_of_a_few_rows_stays_systematic():
+    """Below MIN_BALANCED_ROWS rows (a conditional draw per evidence pattern) the draw is the
+    systematic one, rows for rows."""
+    from privmarg.generate import draws
+
+    rng = np.random.default_rng(2)
+    codes = rng.integers(0, 4, size=(500, 5))
+    w = rng.random(500)
+    n = draws.MIN_BALANCED_ROWS - 1
+    got = draws.balanced_draw(codes, w, n, (4,) * 5, np.random.default_rng(7))
+    want = draws.systematic_draw(w / w.sum(), n, np.random.default_rng(7))
+    assert np.array_equal(np.sort(got), np.sort(want))
