@@ -344,14 +344,15 @@ def test_systematic_draw_never_lands_on_trailing_zero_weights():
 
 
 def test_balanced_draw_of_a_few_records_of_a_wide_table_stays_cheap():
-    """A conditional draw can meet 3 records of 200 columns: the balanced marginals are capped."""
+    """A conditional draw can meet 30 records of 200 columns: the balanced marginals are capped."""
     from privmarg.generate import draws
 
-    assert len(draws.balancing_marginals(200, 3)) == draws.MAX_BALANCED
+    assert len(draws.balancing_marginals(200, 30)) == draws.MAX_BALANCED
     rng = np.random.default_rng(0)
-    codes = rng.integers(0, 3, size=(3, 200))
-    got = np.bincount(draws.balanced_draw(codes, np.array([1.0, 2.0, 4.0]), 300, (3,) * 200, rng), minlength=3)
-    assert got.sum() == 300 and (np.abs(got - 300 * np.array([1, 2, 4]) / 7) < 1).all()
+    codes = rng.integers(0, 3, size=(30, 200))
+    w = rng.random(30)
+    got = np.bincount(draws.balanced_draw(codes, w, 220, (3,) * 200, rng), minlength=30)
+    assert got.sum() == 220 and (np.abs(got - 220 * w / w.sum()) < 1).all()
 
 
 def test_a_draw_of_a_few_rows_stays_systematic():
@@ -365,4 +366,17 @@ def test_a_draw_of_a_few_rows_stays_systematic():
     n = draws.MIN_BALANCED_ROWS - 1
     got = draws.balanced_draw(codes, w, n, (4,) * 5, np.random.default_rng(7))
     want = draws.systematic_draw(w / w.sum(), n, np.random.default_rng(7))
+    assert np.array_equal(np.sort(got), np.sort(want))
+
+
+def test_a_draw_of_many_copies_per_record_stays_systematic():
+    """From MAX_BALANCED_COPIES copies per record on, the draw is the systematic one."""
+    from privmarg.generate import draws
+
+    rng = np.random.default_rng(3)
+    codes = rng.integers(0, 4, size=(50, 5))
+    w = rng.random(50)
+    n = 50 * draws.MAX_BALANCED_COPIES
+    got = draws.balanced_draw(codes, w, n, (4,) * 5, np.random.default_rng(1))
+    want = draws.systematic_draw(w / w.sum(), n, np.random.default_rng(1))
     assert np.array_equal(np.sort(got), np.sort(want))

@@ -25,6 +25,9 @@ MAX_BALANCED = 1024
 #: draws of fewer rows stay systematic: a handful of rows (a conditional draw per evidence pattern)
 #: gains little from balancing, and building the cells costs ~10 ms a call
 MIN_BALANCED_ROWS = 200
+#: draws of this many copies per record or more stay systematic too: the rounding of ⌊n·p⌋ or
+#: ⌈n·p⌉ copies is then small against every cell's count (adult's public splits drawn up tenfold)
+MAX_BALANCED_COPIES = 8
 #: sweeps of the swap search at most (it stops earlier once a sweep finds no improving swap)
 MAX_SWEEPS = 300
 #: records per sweep in each of the search's two pools (those gaining most from one more copy, and
@@ -139,11 +142,11 @@ def balanced_draw(codes: np.ndarray, weights: np.ndarray, rows: int, sizes: tupl
     """``rows`` indices into ``codes`` (records × columns over a domain of ``sizes``), record ``i``
     ⌊n·p_i⌋ or ⌈n·p_i⌉ times (p = ``weights`` normalised), in random order: a systematic draw
     improved by :func:`swap_search` over :func:`balancing_marginals` (from
-    :data:`MIN_BALANCED_ROWS` rows on)."""
+    :data:`MIN_BALANCED_ROWS` rows on, and below :data:`MAX_BALANCED_COPIES` copies per record)."""
     p = np.asarray(weights, dtype=float)
     p = p / p.sum()
     counts = np.bincount(systematic_draw(p, rows, rng), minlength=len(p))
-    if rows >= MIN_BALANCED_ROWS and len(codes) > 1:
+    if MIN_BALANCED_ROWS <= rows < MAX_BALANCED_COPIES * len(codes) and len(codes) > 1:
         marginals = balancing_marginals(codes.shape[1], len(codes))
         if marginals:
             counts = swap_search(_cells(codes, marginals, sizes), rows * p, counts)
