@@ -8,7 +8,9 @@ private table's size: benchmarks/history/public-data.md).
 :func:`balanced_draw` starts from that draw and swaps extra copies between records, one taken from
 a record and given to another, while that lowers ``Σ (n·p(cell) − drawn(cell))²`` over the cells of
 the table's 1-, 2- and 3-way marginals (as many as :data:`BALANCE_WORK` allows). Every record still
-gets ⌊n·p⌋ or ⌈n·p⌉ copies. Post-processing of released or public records: no privacy cost.
+gets ⌊n·p⌋ or ⌈n·p⌉ copies. Draws of a few rows, or of many copies per record, stay systematic
+(:data:`MIN_BALANCED_ROWS`, :data:`MAX_BALANCED_COPIES`). Post-processing of released or public
+records: no privacy cost.
 """
 
 from __future__ import annotations
