@@ -69,8 +69,8 @@ class JAMRun:
     errors (read only to score charged selections), the rows of the public table, Δ₂ of a marginal,
     the selection's score sensitivity, the spending regime (:func:`precise_measurements`) with its T
     and α, the public records (a start for a generator that reweights them, and the release's blend;
-    None when the public data is marginals), the marginals already answered publicly and the
-    current round's ρ."""
+    None when the public data is marginals), each candidate's cells, the marginals already answered
+    publicly and the current round's ρ."""
 
     proxy: dict
     pub_err: dict
@@ -81,6 +81,7 @@ class JAMRun:
     rounds: int
     alpha: float
     public_records: Any = None
+    cells: dict = field(default_factory=dict)
     pub_done: set = field(default_factory=set)
     rho_t: float = 0.0
 
@@ -173,7 +174,8 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         T, alpha = (PRECISE_PLAN[0] * len(state.domain), PRECISE_PLAN[1]) if precise else PAPER_PLAN
         records = public_records(pub, s.domain, ctx.total, ctx.zeros)
         state.run = JAMRun(proxy, pub_err, int(pub.count()), l2, 2 * score_sensitivity(s.neighbour), precise,
-                           self.rounds or T, self.alpha if self.alpha is not None else alpha, records)
+                           self.rounds or T, self.alpha if self.alpha is not None else alpha, records,
+                           {r: s.domain.size(r) for r in cands})
         return None  # the first round scores every candidate's private error as 0
 
     def plan(self, state: RoundState) -> RoundPlan | None:
@@ -190,16 +192,18 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         return self.max_model_size * max(1.0 / state.run.rounds, state.session.rho_spent / state.ctx.rho)
 
     def score(self, state: RoundState, cands, plan: RoundPlan):
-        x, dom, model = state.run, state.domain, state.model
-        pub_t = [r for r in cands if r not in x.pub_done]  # a repeated proxy adds no information
+        x, model = state.run, state.model
+        cands = list(cands)
+        fresh = np.array([r not in x.pub_done for r in cands], dtype=bool)  # a repeated proxy adds no information
         if model is None:
-            err = {r: 0.0 for r in cands}
+            err = np.zeros(len(cands))
         else:
             # the candidates inside one clique share partial sums (as AIM's scoring)
-            err = dict(zip(cands, model_errors(model, list(cands), state.session.answers(cands)).tolist()))
-        scores = np.array([err[r] - SQRT_2_OVER_PI * plan.sigma * dom.size(r) for r in cands]
-                          + [err[r] - x.pub_err[r] for r in pub_t])
-        options = [Option(r, "private") for r in cands] + [Option(r, "public") for r in pub_t]
+            err = np.asarray(model_errors(model, cands, state.session.answers(cands)), dtype=float)
+        cells = np.array([x.cells[r] for r in cands], dtype=float)
+        pub_err = np.array([x.pub_err[r] for r in cands])
+        scores = np.concatenate([err - SQRT_2_OVER_PI * plan.sigma * cells, (err - pub_err)[fresh]])
+        options = [Option(r, "private") for r in cands] + [Option(r, "public") for r, f in zip(cands, fresh) if f]
         return options, scores, x.sensitivity
 
     def refit(self, state: RoundState):
