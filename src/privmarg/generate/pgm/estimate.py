@@ -266,7 +266,7 @@ class _DenseGroup:
                 v = phi[sl]
                 top = float(v.max())
                 shift += top
-                terms.append(np.exp(v - top).astype(out.dtype).reshape(bshape))
+                terms.append(np.exp(v - top).astype(out.dtype, copy=False).reshape(bshape))
             self._combine(bufs, j, terms, np.multiply, 1.0)
         return shift
 
