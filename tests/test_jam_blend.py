@@ -191,6 +191,7 @@ def test_cli_says_how_much_of_the_release_is_public(tmp_path):
                                        "--delta", "1e-9", "-o", str(tmp_path / f"out{seed}.csv"), "--seed", str(seed),
                                        "--save-model", str(out), "--report", str(tmp_path / f"r{seed}.json")])
         assert res.exit_code == 0, res.output
+        assert "replace-one neighbours" in res.output  # as the docs write it, not "replace/one"
         back = load(out)
         share = 1.0 - back.model_.share if isinstance(back.model_, BlendedModel) else 0.0
         assert ("of it is records of the public table" in res.output) == (share > 0)

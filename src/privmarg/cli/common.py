@@ -117,6 +117,11 @@ def check_budget(epsilon: float, delta: float) -> None:
         raise UsageProblem(f"--delta must be in (0, 1), got {delta}")
 
 
+def neighbour_words(neighbour: str) -> str:
+    """A neighbour relation as the docs write it: ``add/remove`` or ``replace-one``."""
+    return {"add_remove": "add/remove", "replace_one": "replace-one"}.get(neighbour, neighbour)
+
+
 def risk_sentence(risk: dict) -> str:
     """A risk panel (``privacy_report()["risk"]``) in one plain sentence."""
     return (f"risk, worst case over every attacker: a membership test that wrongly accuses 1% of non-members "

@@ -9,7 +9,8 @@ from typing import Optional
 
 import typer
 
-from .common import UsageProblem, budget_warnings, check_budget, err, fail, one_line, risk_sentence
+from .common import (UsageProblem, budget_warnings, check_budget, err, fail, neighbour_words, one_line,
+                     risk_sentence)
 
 def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | None, workload: str,
                schema=None) -> list[str]:
@@ -34,7 +35,7 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
     l2 = marginal_l2(neighbour)
     d = len(domain)
     cells = [domain[a] for a in domain.attrs]
-    lines = [f"budget: epsilon {epsilon:g} at delta {delta:g} = rho {rho:.4g} zCDP, {neighbour.replace('_', '/')} "
+    lines = [f"budget: epsilon {epsilon:g} at delta {delta:g} = rho {rho:.4g} zCDP, {neighbour_words(neighbour)} "
              f"neighbours; {d} columns, {domain.size():.3g} cells in the full table"]
     if method == "aim":
         p = aim_plan

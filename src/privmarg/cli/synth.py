@@ -16,8 +16,8 @@ from ..io import json_writer, publish, table_writer
 from ..privacy import NEIGHBOURS, BudgetExceededError
 from ..schema import MAX_MARGINAL_CELLS, Schema
 from .common import (UsageProblem, budget_progress, budget_warnings, check_budget, check_marginal_sizes,
-                     check_model_folder, check_outputs, check_rows_memory, err, fail, one_line, peak_memory_mb,
-                     risk_sentence)
+                     check_model_folder, check_outputs, check_rows_memory, err, fail, neighbour_words, one_line,
+                     peak_memory_mb, risk_sentence)
 
 _METHODS = ", ".join(registry.names("preset"))
 _GENERATORS = ", ".join(registry.names("generator"))
@@ -220,7 +220,7 @@ def _print_summary(mech, rows: int, output, report, save_model, t0: float) -> No
     disc = (f"delta {pr['delta_spent']:.3g} of it on DP value discovery (category values, heavy numeric "
             "values); " if pr.get("delta_spent") else "")
     err.print(f"privacy spent: epsilon {pr['epsilon_spent']:.4g} at delta {pr['delta']:g} "
-              f"({disc}rho {pr['rho_spent']:.4g} zCDP, {pr['neighbour'].replace('_', '/')} neighbours, "
+              f"({disc}rho {pr['rho_spent']:.4g} zCDP, {neighbour_words(pr['neighbour'])} neighbours, "
               f"{len(pr['ledger'])} charges)", highlight=False, soft_wrap=True)
     err.print(risk_sentence(pr["risk"]), highlight=False, soft_wrap=True)
     share = _public_share(mech)
