@@ -12,7 +12,8 @@ from privmarg.generate.blend import BlendedModel
 from privmarg.generate.records import RecordsModel
 from privmarg.measure import MeasurementSession
 from privmarg.privacy import Accountant
-from privmarg.select.jam_blend import SHARES, blend_scores, choose_blend, public_records
+from privmarg.generate.records import public_records
+from privmarg.select.jam_blend import SHARES, blend_scores, choose_blend
 
 from test_jam import chain_table, far_table
 

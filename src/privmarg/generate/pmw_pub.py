@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain, Measurement, StructuralZero
-from .records import RecordsModel, distinct_records
+from .records import RecordsModel, public_records
 from .targets import marginal_targets, resolve_total
 
 
@@ -50,12 +50,10 @@ class PublicReweighting:
         if not hasattr(public, "records"):
             raise ValueError("PMW^Pub reweights public records: give the public data as a table, "
                              "not as precomputed marginals")
-        rows = np.asarray(public.records(), dtype=np.int64)
-        if rows.ndim != 2 or rows.shape[1] != len(domain) or not len(rows):
-            raise ValueError("the public data must be a non-empty table over the domain")
-        start = distinct_records(rows, domain, total, zeros)
+        start = public_records(public, domain, total, zeros)
         if start is None:
-            raise ValueError("every public record falls in a structural zero: nothing to reweight")
+            raise ValueError("the public data must be a non-empty table over the domain with a record outside "
+                             "the structural zeros: nothing to reweight")
         return start
 
     def generate(self, measurements: Sequence[Measurement], domain: Domain, *, zeros: Sequence[StructuralZero] = (),
@@ -64,9 +62,9 @@ class PublicReweighting:
         """Reweight ``warm``'s records to the measurements (deterministic; ``seed`` unused); when
         ``warm`` is not a weighted table of records (a selection whose loop is another model, JAM's),
         ``start``'s (a selection's hint: the public records)."""
-        if not (isinstance(warm, RecordsModel) and warm.weights is not None and warm.domain == domain):
+        if not _weighted_records(warm, domain):
             warm = start
-        if not (isinstance(warm, RecordsModel) and warm.weights is not None and warm.domain == domain):
+        if not _weighted_records(warm, domain):
             raise ValueError("PMW^Pub needs a start built from public records (PublicReweighting.pretrain)")
         t0 = time.perf_counter()
         measurements = list(measurements)
@@ -118,3 +116,8 @@ class PublicReweighting:
 
     def __repr__(self) -> str:
         return f"PublicReweighting(iters={self.iters}, eta={self.eta})"
+
+
+def _weighted_records(model: Any, domain: Domain) -> bool:
+    """Whether ``model`` is a weighted table of records over ``domain`` (a start to reweight)."""
+    return isinstance(model, RecordsModel) and model.weights is not None and model.domain == domain

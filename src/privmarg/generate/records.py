@@ -4,7 +4,7 @@ reweighted public records)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -117,3 +117,15 @@ def distinct_records(rows: np.ndarray, domain: Domain, total: float,
     if not keep.any():
         return None
     return RecordsModel(domain, total, uniq[keep], w[keep], info={"public_rows": int(len(rows))})
+
+
+def public_records(public: Any, domain: Domain, total: float,
+                   zeros: Sequence[StructuralZero] = ()) -> RecordsModel | None:
+    """:func:`distinct_records` of a public source's rows; None when the source holds no records
+    (precomputed marginals), none over ``domain``, or none outside the zeros. Free: public data."""
+    if not hasattr(public, "records"):
+        return None
+    rows = np.asarray(public.records(), dtype=np.int64)
+    if rows.ndim != 2 or rows.shape[1] != len(domain) or not len(rows):
+        return None
+    return distinct_records(rows, domain, total, zeros)

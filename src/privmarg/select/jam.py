@@ -19,7 +19,8 @@ from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
 from .adaptive import (SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState,
                        expected_noise_share, mean_cells, model_errors)
 from .base import Selection, check_fraction, check_rounds, default_loop
-from .jam_blend import BlendChoice, public_records
+from ..generate.records import public_records
+from .jam_blend import BlendChoice
 
 WEIGHTINGS = ("equal", "mle", "inv_sigma")
 #: (rounds T, selection share α) of the JAM paper, for noisy measurements

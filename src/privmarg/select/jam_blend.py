@@ -22,9 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core import Domain, StructuralZero
 from ..generate.blend import BlendedModel
-from ..generate.records import RecordsModel, distinct_records
+from ..generate.records import RecordsModel
 from ..measure import MeasurementSession
 from .base import Clique
 
@@ -36,18 +35,6 @@ MIN_SHARE_OF_BUDGET = 1e-6
 #: closer than this are hardly told apart), at which it is still made; above it (a tiny ε·N) the
 #: choice is close to uniform and could hand the release to a far public table: the model alone
 MAX_CHOICE_BLUR = 0.1
-
-
-def public_records(public: Any, domain: Domain, total: float, zeros: Sequence[StructuralZero] = ()) -> RecordsModel | None:
-    """The distinct public records weighted by their frequency, standing for ``total`` records
-    (:func:`~privmarg.generate.records.distinct_records`); None when the public data holds no
-    records (precomputed marginals) or none outside the zeros. Free: public data."""
-    if not hasattr(public, "records"):
-        return None
-    rows = np.asarray(public.records(), dtype=np.int64)
-    if rows.ndim != 2 or rows.shape[1] != len(domain) or not len(rows):
-        return None
-    return distinct_records(rows, domain, total, zeros)
 
 
 def blend_scores(answers: list[np.ndarray], model_marginals: list[np.ndarray], public_marginals: list[np.ndarray],
