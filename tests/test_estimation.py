@@ -286,6 +286,32 @@ def test_float32_tables_track_float64():
         estimate(dom, ms, dtype="float16")
 
 
+@pytest.mark.parametrize("exp_space", [False, True])
+def test_float32_fit_released_in_float64(exp_space, monkeypatch):
+    """model_dtype="float64" after a float32 fit: the same potentials as the float32 fit, and the
+    model's tables are the float64 marginals of those potentials (structural zeros exactly zero)."""
+    monkeypatch.setattr(estimation_module, "EXP_SPACE", exp_space)
+    monkeypatch.setattr(estimation_module, "DENSE_CLIQUE_CELLS", 20)
+    rng = np.random.default_rng(4)
+    dom = Domain(list("abcdef"), [3, 4, 2, 5, 3, 4])
+    cliques = [("a", "b", "c"), ("b", "c", "d"), ("d", "e"), ("e", "f"), ("a", "f")]
+    ms = [Measurement(c, rng.uniform(0, 80, dom.size(c)), 1.0) for c in cliques]
+    zero = StructuralZero.from_cells(dom, ("d", "e"), [[0, 1], [2, 2]])
+    kw = dict(total=900.0, iters=20, tol=0, method="precond", zeros=[zero], dtype="float32")
+    lo = estimate(dom, ms, **kw)
+    out = estimate(dom, ms, **kw, model_dtype="float64")
+    assert all(m.dtype == np.float64 for m in out.marginals) and all(t.dtype == np.float64 for t in out.theta)
+    for r in lo.potentials:
+        np.testing.assert_array_equal(out.potentials[r], lo.potentials[r])
+    assert out.info.loss == lo.info.loss and out.info.iterations == lo.info.iterations
+    exact = estimate(dom, ms, total=900.0, iters=0, zeros=[zero], warm=lo.potentials, dtype="float64")
+    for a, b in zip(out.marginals, exact.marginals):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+    assert np.all(out.project(("d", "e")).reshape(5, 3)[[0, 2], [1, 2]] == 0)
+    with pytest.raises(ValueError, match="model_dtype"):
+        estimate(dom, ms, model_dtype="float16")
+
+
 def test_total_estimated_from_measurements():
     rng, dom, P = random_case(4, 4)
     N = 2000

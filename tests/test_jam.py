@@ -203,7 +203,8 @@ def test_cli_jam(tmp_path):
 
 def test_final_iters_zero_samples_the_last_rounds_model():
     """``final_iters=0``: as in the paper, the records come from the last round's estimate, with no
-    further fitting; by default (5) the released model goes on from it in float64."""
+    further fitting; by default (5) the released model goes on from it (in the loop's float32, with
+    float64 tables released)."""
     data, public = chain_table(3000), chain_table(2000, seed=5, flip=0.3)
     default = JAM(1.0, 1e-9, rounds=6, seed=2, final_iters=5).fit(data, public=public)
     assert 0 < default.model_.info.iterations <= 5
@@ -277,7 +278,8 @@ def test_budget_decides_the_plan(epsilon, precise):
     assert x["precise"] is precise
     if precise:
         assert x["delegated_to"] == "aim"
-        assert {k: v for k, v in jam.selection_.hints.items() if k != "start"} == {"iters": 1000, "method": "momentum"}
+        hints = {k: v for k, v in jam.selection_.hints.items() if k != "start"}
+        assert hints == {"iters": 1000, "method": "momentum", "dtype": "float64"}  # AIM's final fit
         assert jam.selection_.hints["start"].weights is not None  # the public records, for a reweighting generator
         assert 5 < jam.model_.info.iterations <= 1000
         aim = AIM(epsilon, 1e-9, seed=0, neighbour="replace_one").fit(data)
@@ -291,7 +293,7 @@ def test_budget_decides_the_plan(epsilon, precise):
         alone = Synthesizer(JAMSelector(loop=PGM(iters=5)), PGM(iters=5), epsilon=epsilon, delta=1e-9,
                             neighbour="replace_one", seed=0).fit(data, public=public)
         assert (alone.selection_.extra["rounds"], alone.selection_.extra["alpha"]) == (4 * 5, 0.1)
-        assert {k: v for k, v in alone.selection_.hints.items() if k != "start"} == {"iters": 1000, "method": "momentum"}
+        assert {k: v for k, v in alone.selection_.hints.items() if k != "start"} == {"iters": 1000, "method": "momentum", "dtype": "float64"}
     else:
         assert (x["rounds"], x["alpha"]) == (30, 0.2)
         assert all(e["rho_select"] == pytest.approx(0.2 * e["rho_round"]) for e in jam.log_)
@@ -331,3 +333,23 @@ def test_pgm_iters_hint_replaces_the_cap_for_one_fit():
     assert gen.generate(ms, data.domain).info.iterations == 3
     assert gen.generate(ms, data.domain, iters=40).info.iterations == 40
     assert gen.iters == 3  # the generator itself is unchanged
+
+
+def test_each_private_marginal_is_counted_once_blend_included(monkeypatch):
+    """The blend's scores read the workload's private answers that the rounds counted: kept for it,
+    not counted again (and dropped after it)."""
+    from collections import Counter
+    from privmarg.data import source as source_module
+
+    calls = Counter()
+    counted = source_module.MemorySource.marginals
+
+    def counting(self, cliques, *a, **k):
+        calls.update((id(self), tuple(c)) for c in cliques)
+        return counted(self, cliques, *a, **k)
+
+    monkeypatch.setattr(source_module.MemorySource, "marginals", counting)
+    data, public = chain_table(20000), chain_table(20000, seed=5)
+    jam = JAM(0.1, 1e-9, seed=4).fit(data, public=public)
+    assert any(c["what"].startswith("JAM blend") for c in jam.privacy_report()["ledger"])
+    assert calls and max(calls.values()) == 1

@@ -229,9 +229,9 @@ class JAM(Synthesizer):
     ``final_iters`` always runs JAM's rounds); ``max_model_size`` (MB);
     ``iters`` estimation iterations per round (5, warm started when ``warm_start``), with the
     preconditioned step (``refit_method``) on float32 tables (``refit_dtype``: the loop model only
-    ranks candidates; the released model is recomputed in float64); ``final_iters`` more after the
-    last round, in float64 (None: 5, or AIM's final fit when the measurements are precise; 0 samples the last
-    round's model, as the paper does). With noisy measurements, more iterations per round or at the
+    ranks candidates); ``final_iters`` more after the last round, in the same precision, the
+    released model's tables then recomputed in float64 (None: 5, or AIM's final fit, in float64, when
+    the measurements are precise; 0 samples the last round's model, as the paper does). With noisy measurements, more iterations per round or at the
     end fit the noise: they did not lower the workload error on adult at ε ≤ 1 (benchmarks/RESULTS.md,
     "JAM speed (issue 18)", "Public data that never hurts"); ``weighting``
     (``"equal"``, ``"mle"``, ``"inv_sigma"``) of measurements in the loss; ``supersede``: a private
@@ -272,7 +272,7 @@ class JAM(Synthesizer):
         aim_final = aim_final_fit()
         gen = generator if generator is not None else PGM(
             iters=JAM_FINAL_ITERS if final_iters is None else final_iters, tol=tol / 10, method=refit_method,
-            work_mb=aim_final.work_mb, min_iters=aim_final.min_iters)
+            work_mb=aim_final.work_mb, min_iters=aim_final.min_iters, dtype=refit_dtype, model_dtype="float64")
         super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
         if self.neighbour != "replace_one":
             raise ValueError("JAM needs replace-one neighbours: the public answers are rescaled by the "

@@ -420,7 +420,8 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
              extra_cliques: Iterable[Sequence[str]] = (),
              step: float | None = None, grow: float = 2.0, method: str = "momentum",
              dtype: str = "float64", callback: Callable[[int, float], None] | None = None,
-             precond_step: float | None = None, fit_new: bool = False) -> GraphicalModel:
+             precond_step: float | None = None, fit_new: bool = False,
+             model_dtype: str | None = None) -> GraphicalModel:
     """Fit the graphical model minimising the Private-PGM loss (post-processing: no privacy cost).
 
     ``total``: the record count if public (replace-one), else estimated from the measurements.
@@ -437,7 +438,9 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     where the new measurement is already explained, not where it is ignored. ``dtype``: precision of the
     clique tables (θ, μ, messages): ``"float32"`` halves the memory and roughly the time of a
     belief-propagation pass, at ~1e-6 relative error in the marginals (cells below e^-87 of their
-    clique's largest flush to zero); the potentials and the loss stay float64. Returns a :class:`GraphicalModel` with
+    clique's largest flush to zero); the potentials and the loss stay float64. ``model_dtype``: the
+    returned model's tables when not ``dtype`` (a fit in float32 released in float64: θ from the
+    float64 potentials and one more belief-propagation pass). Returns a :class:`GraphicalModel` with
     ``potentials`` (for warm starts) and ``info`` (loss, iterations, seconds).
     """
     t0 = time.perf_counter()
@@ -452,6 +455,8 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     tree = JunctionTree.build(domain, cliques)
     plan = _Plan(tree)
     _check_options(method, dtype, precond_step)
+    if model_dtype is not None and model_dtype not in DTYPES:
+        raise ValueError(f"model_dtype must be one of {DTYPES}, got {model_dtype!r}")
     fdtype = np.dtype(dtype)
     precond = method == "precond"
 
@@ -494,8 +499,8 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
             phi, mu, loss, grads, xs, alpha, alpha_p, it, converged = _line_search(
                 evaluate, direction, state, alpha / grow, alpha_p, grow, iters, tol, precond, history, callback,
                 1e-30 * total**2)
-    theta, mu = evaluate.views(evaluate.theta_at(phi)), evaluate.views(mu)
-    model = GraphicalModel(domain, tree, theta, total, plan=plan, marginals=mu)
+    model = _fitted_model(domain, tree, plan, evaluate, phi, mu, total, model_dtype)
+    mu = None
     model.potentials = {r: phi[prob.slices[r]].reshape(prob.shapes[r]).copy() for r in keys}
     model.step_size = alpha
     model.precond_step = alpha_p
@@ -503,6 +508,20 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
     model.info = FitInfo(loss=loss, iterations=it, seconds=time.perf_counter() - t0,
                          converged=converged, history=history, evaluations=evaluate.count)
     return model
+
+
+def _fitted_model(domain: Domain, tree: JunctionTree, plan: _Plan, evaluate: _Evaluator, phi: np.ndarray,
+                  mu: np.ndarray, total: float, model_dtype: str | None) -> GraphicalModel:
+    """The model at the fit's potentials ``phi``: the fit's own tables (θ, and μ as computed), or,
+    with ``model_dtype`` other than the fit's, θ from ``phi`` in that precision and μ by one more
+    belief-propagation pass."""
+    if model_dtype is None or np.dtype(model_dtype) == evaluate.fdtype:
+        return GraphicalModel(domain, tree, evaluate.views(evaluate.theta_at(phi)), total, plan=plan,
+                              marginals=evaluate.views(mu))
+    theta_flat = evaluate.prob.to_theta(phi).astype(model_dtype, copy=False)
+    if evaluate.has_zeros:
+        theta_flat += evaluate.base  # −inf on the structural zeros, 0 elsewhere
+    return GraphicalModel(domain, tree, evaluate.views(theta_flat), total, plan=plan)
 
 
 def _check_options(method: str, dtype: str, precond_step: float | None) -> None:

@@ -56,7 +56,9 @@ class PGM:
     cost of an iteration is one belief-propagation pass, linear in the model's size. A model whose
     fit would not fit in the memory available raises :class:`ModelTooLarge` before the fit starts.
     ``dtype``: precision of belief propagation's tables, ``"float64"`` or ``"float32"`` (about
-    half the time and memory, ~1e-6 relative error in the marginals; see :func:`estimate`).
+    half the time and memory, ~1e-6 relative error in the marginals; see :func:`estimate`), and
+    ``model_dtype`` the fitted model's tables when not ``dtype`` (None: ``dtype``; a float32 fit
+    released in float64 costs one more float64 pass).
     ``fit_new``: a warm-started fit first moves each newly measured clique to its measurement by
     one proportional-fitting step (see :func:`estimate`). Post-processing: no privacy cost.
     """
@@ -64,13 +66,17 @@ class PGM:
     name = "pgm"
 
     def __init__(self, iters: int = 1000, tol: float = 1e-7, method: str = "momentum", cold_method: str | None = None,
-                 work_mb: float | None = None, min_iters: int = 0, dtype: str = "float64", fit_new: bool = False):
+                 work_mb: float | None = None, min_iters: int = 0, dtype: str = "float64", fit_new: bool = False,
+                 model_dtype: str | None = None):
         for m in (method, cold_method or method):
             if m not in METHODS:
                 raise ValueError(f"method must be one of {METHODS}")
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        if model_dtype is not None and model_dtype not in DTYPES:
+            raise ValueError(f"model_dtype must be one of {DTYPES}, got {model_dtype!r}")
         self.dtype = dtype
+        self.model_dtype = model_dtype
         self.fit_new = bool(fit_new)
         if iters < 0:
             raise ValueError("iters must be >= 0")
@@ -88,7 +94,7 @@ class PGM:
     def get_params(self) -> dict:
         return {"iters": self.iters, "tol": self.tol, "method": self.method, "cold_method": self.cold_method,
                 "work_mb": self.work_mb, "min_iters": self.min_iters, "dtype": self.dtype,
-                "fit_new": self.fit_new}
+                "fit_new": self.fit_new, "model_dtype": self.model_dtype}
 
     def iterations_for(self, domain: Domain, cliques: Sequence[Sequence[str]]) -> int:
         """The iteration cap of a fit over ``cliques``: ``iters``, lowered to ``work_mb / size``
@@ -106,10 +112,10 @@ class PGM:
     def generate(self, measurements: Sequence[Measurement], domain: Domain, *,
                  zeros: Sequence[StructuralZero] = (), total: float | None = None, warm: Any = None,
                  seed: np.random.SeedSequence | None = None, progress=None, iters: int | None = None,
-                 method: str | None = None, **extra: Any) -> GraphicalModel:
-        """``iters`` and ``method``: this fit's iteration cap and step rule in place of the generator's
-        own (a selection's hints, as JAM's for a converged final fit); ``work_mb`` still lowers the cap
-        for a large model."""
+                 method: str | None = None, dtype: str | None = None, **extra: Any) -> GraphicalModel:
+        """``iters``, ``method`` and ``dtype``: this fit's iteration cap, step rule and precision in
+        place of the generator's own (a selection's hints, as JAM's for a converged final fit; a
+        ``dtype`` given is also the model's); ``work_mb`` still lowers the cap for a large model."""
         if method is not None and method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}")
         kw = dict(method=method or self.cold_method or self.method)
@@ -120,8 +126,8 @@ class PGM:
         cliques = [m.attrs for m in measurements if m.attrs] + [z.attrs for z in zeros]
         size = check_fit_memory(domain, cliques)  # the tree's size, computed once
         cap = (self if iters is None else self.clone(iters=int(iters)))._capped(size)
-        return estimate(domain, measurements, total=total, iters=cap, tol=self.tol, zeros=zeros, dtype=self.dtype,
-                        **kw)
+        return estimate(domain, measurements, total=total, iters=cap, tol=self.tol, zeros=zeros,
+                        dtype=dtype or self.dtype, model_dtype=None if dtype else self.model_dtype, **kw)
 
     def model_size_mb(self, domain: Domain, cliques: Sequence[Sequence[str]]) -> float:
         return model_size_mb(domain, cliques)
