@@ -14,7 +14,7 @@ out its noisy clipped gradient sums. Both read the records as a multiset in a ca
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -112,10 +112,12 @@ class MeasurementSession:
             self._cache.update((c, _compact(a)) for c, a in zip(batch, self.source.marginals(batch)))
         return [self._cache[c] for c in cliques]
 
-    def forget(self) -> None:
-        """Drop cached private answers (memory)."""
+    def forget(self, keep: Iterable[Sequence[str]] = ()) -> None:
+        """Drop cached private answers (memory), all but those of the cliques in ``keep``."""
         if self._cache is not None:
+            kept = {c: self._cache[c] for c in map(tuple, keep) if c in self._cache}
             self._cache.clear()
+            self._cache.update(kept)
 
     def public_seeds(self, n: int) -> list[np.random.SeedSequence]:
         """``n`` seeds for public randomness (random starts, candidate draws, random features): children

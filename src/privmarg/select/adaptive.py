@@ -56,7 +56,7 @@ class RoundState:
     candidate_mb: np.ndarray | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Option:
     """One thing the exponential mechanism can pick: a clique, and how to answer it."""
 
@@ -201,8 +201,12 @@ class AdaptiveSelector:
             self.after(state, option, plan, before, entry, prev)
             ctx.progress(f"{self.label} round {state.t}: {option.source} {','.join(option.clique)}")
         selection = self.final_selection(state)
-        session.forget()  # the cached private answers are not needed any more (memory)
+        session.forget(keep=self.answers_kept(selection))  # the rest are not needed any more (memory)
         return selection
+
+    def answers_kept(self, selection: Selection) -> list[Clique]:
+        """The cliques whose cached private answers the selection's last step reads again (none)."""
+        return []
 
 
 def fit_rule(domain: Domain, loop: Any, base: list[Clique], inside: list[Clique], limit: float

@@ -70,8 +70,9 @@ class JAMRun:
     errors (read only to score charged selections), the rows of the public table, Δ₂ of a marginal,
     the selection's score sensitivity, the spending regime (:func:`precise_measurements`) with its T
     and α, the public records (a start for a generator that reweights them, and the release's blend;
-    None when the public data is marginals), each candidate's cells, the marginals already answered
-    publicly and the current round's ρ."""
+    None when the public data is marginals), each candidate's cells and its two options (built once:
+    scoring lists them every round), the marginals already answered publicly and the current round's
+    ρ."""
 
     proxy: dict
     pub_err: dict
@@ -83,6 +84,7 @@ class JAMRun:
     alpha: float
     public_records: Any = None
     cells: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
     pub_done: set = field(default_factory=set)
     rho_t: float = 0.0
 
@@ -145,7 +147,7 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
                 sel = self.precise_selector.run(session, ctx)
                 sel.extra.update(precise=True, delegated_to=getattr(self.precise_selector, "name", "selector"))
                 if self.precise_final_iters is not None:
-                    sel.hints.update(iters=self.precise_final_iters, method="momentum")
+                    sel.hints.update(iters=self.precise_final_iters, method="momentum", dtype="float64")
                 records = public_records(ctx.public, session.domain, ctx.total, ctx.zeros)
                 if records is not None:
                     sel.hints["start"] = records  # for a generator that reweights the public records
@@ -176,7 +178,8 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         records = public_records(pub, s.domain, ctx.total, ctx.zeros)
         state.run = JAMRun(proxy, pub_err, int(pub.count()), l2, 2 * score_sensitivity(s.neighbour), precise,
                            self.rounds or T, self.alpha if self.alpha is not None else alpha, records,
-                           {r: s.domain.size(r) for r in cands})
+                           {r: s.domain.size(r) for r in cands},
+                           {r: (Option(r, "private"), Option(r, "public")) for r in cands})
         return None  # the first round scores every candidate's private error as 0
 
     def plan(self, state: RoundState) -> RoundPlan | None:
@@ -204,7 +207,7 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         cells = np.array([x.cells[r] for r in cands], dtype=float)
         pub_err = np.array([x.pub_err[r] for r in cands])
         scores = np.concatenate([err - SQRT_2_OVER_PI * plan.sigma * cells, (err - pub_err)[fresh]])
-        options = [Option(r, "private") for r in cands] + [Option(r, "public") for r, f in zip(cands, fresh) if f]
+        options = [x.options[r][0] for r in cands] + [x.options[r][1] for r, f in zip(cands, fresh) if f]
         return options, scores, x.sensitivity
 
     def refit(self, state: RoundState):
@@ -243,6 +246,10 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         entry.update(rho_round=rho_t, rho_select=alpha * rho_t,
                      rho_measure=(1 - alpha) * rho_t if option.source == "private" else 0.0)
 
+    def answers_kept(self, selection: Selection) -> list:
+        """The blend's workload: its choice scores read their private answers again."""
+        return [r for r, _ in selection.choose.workload] if isinstance(selection.choose, BlendChoice) else []
+
     def final_selection(self, state: RoundState) -> Selection:
         sel = super().final_selection(state)
         x = state.run
@@ -254,5 +261,5 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         if x.precise and self.precise_final_iters is not None:
             # the momentum step reaches the optimum in far fewer iterations than the preconditioned one
             # once the measurements are precise (benchmarks/RESULTS.md, "Public data that never hurts")
-            sel.hints.update(iters=self.precise_final_iters, method="momentum")
+            sel.hints.update(iters=self.precise_final_iters, method="momentum", dtype="float64")
         return sel

@@ -87,6 +87,8 @@ class BlendChoice:
 
     def __call__(self, session: MeasurementSession, model: Any) -> Any:
         left = self.rho - session.rho_spent
-        # a hair under what is left: the accountant refuses any overspend, float dust included
-        return choose_blend(session, model, self.public, self.workload,
-                            left * (1.0 - 1e-9) if left > MIN_SHARE_OF_BUDGET * self.rho else 0.0)
+        try:  # a hair under what is left: the accountant refuses any overspend, float dust included
+            return choose_blend(session, model, self.public, self.workload,
+                                left * (1.0 - 1e-9) if left > MIN_SHARE_OF_BUDGET * self.rho else 0.0)
+        finally:
+            session.forget()  # the workload's answers the selection kept for this step (memory)
