@@ -92,6 +92,9 @@ def build(method: str, args):
         if method == "privpgd":
             gen = generator_kwargs(args)
             return PrivPGD(eps, delta, seed=args.seed, **({"generator": PrivPGDGenerator(**gen)} if args.gen else {}))
+        if method == "aim+privpgd":  # AIM's own selection (replace-one, as PrivPGD's), PrivPGD's particles
+            return AIM(eps, delta, seed=args.seed, neighbour="replace_one",
+                       generator=PrivPGDGenerator(**generator_kwargs(args)))
         return {"aim": AIM, "mst": MST}[method](eps, delta, seed=args.seed)
     aim_kw = dict(workload="all-2way", max_model_size=80.0)
     if args.aim_iters is not None:
