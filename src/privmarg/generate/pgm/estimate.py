@@ -499,6 +499,9 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
             phi, mu, loss, grads, xs, alpha, alpha_p, it, converged = _line_search(
                 evaluate, direction, state, alpha / grow, alpha_p, grow, iters, tol, precond, history, callback,
                 1e-30 * total**2)
+    if model_dtype is not None and np.dtype(model_dtype) != fdtype:
+        mu = None  # the fit's tables go before the model's own are made (memory)
+        evaluate.pool.arrays.clear()
     model = _fitted_model(domain, tree, plan, evaluate, phi, mu, total, model_dtype)
     mu = None
     model.potentials = {r: phi[prob.slices[r]].reshape(prob.shapes[r]).copy() for r in keys}
@@ -511,7 +514,7 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
 
 
 def _fitted_model(domain: Domain, tree: JunctionTree, plan: _Plan, evaluate: _Evaluator, phi: np.ndarray,
-                  mu: np.ndarray, total: float, model_dtype: str | None) -> GraphicalModel:
+                  mu: np.ndarray | None, total: float, model_dtype: str | None) -> GraphicalModel:
     """The model at the fit's potentials ``phi``: the fit's own tables (θ, and μ as computed), or,
     with ``model_dtype`` other than the fit's, θ from ``phi`` in that precision and μ by one more
     belief-propagation pass."""
