@@ -63,10 +63,10 @@ class RecordsModel:
         attrs = tuple(attrs)
         if not attrs:
             return np.array([self.total])
-        w = self.weights if self.weights is not None else np.full(len(self.codes_), 1.0 / len(self.codes_))
-        counts = np.bincount(cell_index(self.codes_, self.domain, attrs), weights=w,
-                             minlength=self.domain.size(attrs))
-        return counts * self.total
+        idx, size = cell_index(self.codes_, self.domain, attrs), self.domain.size(attrs)
+        if self.weights is None:  # equal weights: plain counts (a weighted count is ~3x slower)
+            return np.bincount(idx, minlength=size) * (self.total / len(self.codes_))
+        return np.bincount(idx, weights=self.weights, minlength=size) * self.total
 
     def _pick(self, idx: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
         if self.weights is not None:
