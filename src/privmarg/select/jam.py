@@ -147,12 +147,17 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
                 sel = self.precise_selector.run(session, ctx)
                 sel.extra.update(precise=True, delegated_to=getattr(self.precise_selector, "name", "selector"))
                 if self.precise_final_iters is not None:
-                    sel.hints.update(iters=self.precise_final_iters, method="momentum", dtype="float64")
+                    sel.hints.update(self._precise_final_hints())
                 records = public_records(ctx.public, session.domain, ctx.total, ctx.zeros)
                 if records is not None:
                     sel.hints["start"] = records  # for a generator that reweights the public records
                 return sel
         return super().run(session, ctx)
+
+    def _precise_final_hints(self) -> dict:
+        """The final fit when the measurements are precise: AIM's (momentum, float64, up to
+        ``precise_final_iters`` iterations)."""
+        return {"iters": self.precise_final_iters, "method": "momentum", "dtype": "float64"}
 
     def _precise(self, session, ctx) -> bool:
         """:func:`precise_measurements` for this run: ρ, the workload over the domain, N (public)."""
@@ -261,5 +266,5 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
         if x.precise and self.precise_final_iters is not None:
             # the momentum step reaches the optimum in far fewer iterations than the preconditioned one
             # once the measurements are precise (benchmarks/RESULTS.md, "Public data that never hurts")
-            sel.hints.update(iters=self.precise_final_iters, method="momentum", dtype="float64")
+            sel.hints.update(self._precise_final_hints())
         return sel

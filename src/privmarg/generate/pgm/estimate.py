@@ -499,10 +499,11 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
             phi, mu, loss, grads, xs, alpha, alpha_p, it, converged = _line_search(
                 evaluate, direction, state, alpha / grow, alpha_p, grow, iters, tol, precond, history, callback,
                 1e-30 * total**2)
-    if model_dtype is not None and np.dtype(model_dtype) != fdtype:
+    recast = model_dtype is not None and np.dtype(model_dtype) != fdtype
+    if recast:
         mu = None  # the fit's tables go before the model's own are made (memory)
         evaluate.pool.arrays.clear()
-    model = _fitted_model(domain, tree, plan, evaluate, phi, mu, total, model_dtype)
+    model = _fitted_model(domain, tree, plan, evaluate, phi, mu, total, np.dtype(model_dtype) if recast else None)
     mu = None
     model.potentials = {r: phi[prob.slices[r]].reshape(prob.shapes[r]).copy() for r in keys}
     model.step_size = alpha
@@ -514,14 +515,13 @@ def estimate(domain: Domain, measurements: Sequence[Measurement], *, total: floa
 
 
 def _fitted_model(domain: Domain, tree: JunctionTree, plan: _Plan, evaluate: _Evaluator, phi: np.ndarray,
-                  mu: np.ndarray | None, total: float, model_dtype: str | None) -> GraphicalModel:
+                  mu: np.ndarray | None, total: float, recast: np.dtype | None) -> GraphicalModel:
     """The model at the fit's potentials ``phi``: the fit's own tables (θ, and μ as computed), or,
-    with ``model_dtype`` other than the fit's, θ from ``phi`` in that precision and μ by one more
-    belief-propagation pass."""
-    if model_dtype is None or np.dtype(model_dtype) == evaluate.fdtype:
+    ``recast`` to another precision, θ from ``phi`` in it and μ by one more belief-propagation pass."""
+    if recast is None:
         return GraphicalModel(domain, tree, evaluate.views(evaluate.theta_at(phi)), total, plan=plan,
                               marginals=evaluate.views(mu))
-    theta_flat = evaluate.prob.to_theta(phi).astype(model_dtype, copy=False)
+    theta_flat = evaluate.prob.to_theta(phi).astype(recast, copy=False)
     if evaluate.has_zeros:
         theta_flat += evaluate.base  # −inf on the structural zeros, 0 elsewhere
     return GraphicalModel(domain, tree, evaluate.views(theta_flat), total, plan=plan)
