@@ -71,7 +71,10 @@ class AIM(Synthesizer):
     ``work_mb``: cap on a round's iterations × model size in MB, so that large models get fewer
     iterations per round (never fewer than ``min(10, iters)``); the final fit's cap is
     ``4 * work_mb`` (never below ``min(50, final_iters)``); ``None`` removes both caps. Models up to
-    0.4 MB keep ``iters`` and ``final_iters`` (at the defaults).
+    0.4 MB keep ``iters`` and ``final_iters`` (at the defaults). ``fit(data, public=table)``: a
+    public table from a similar population; at small budgets AIM starts from its tree model
+    (``public_start``: None by the budget, True always, False never; ``public_start_`` says whether it
+    did, None without public data; :mod:`~privmarg.select.public_start`).
 
     Privacy: ``rho``-zCDP in total, spent exactly; each round charges one exponential mechanism
     (ε²/8) and one Gaussian marginal (Δ₂²/(2σ²)). ``error_bound`` costs nothing more.
@@ -80,14 +83,15 @@ class AIM(Synthesizer):
     def __init__(self, epsilon: float | None = 1.0, delta: float | None = 1e-9, *, workload="all-3way",
                  max_model_size: float = 80.0, rounds: int | None = None, alpha: float = 0.9,
                  iters: int = 250, final_iters: int = 1000, tol: float = 1e-4, refit_method: str = "momentum",
-                 work_mb: float | None = AIM_WORK_MB, fit_new: bool = True, generator: Any = None, **kw):
+                 work_mb: float | None = AIM_WORK_MB, fit_new: bool = True, public_start: bool | None = None,
+                 generator: Any = None, **kw):
         if refit_method not in METHODS:
             raise ValueError(f"refit_method must be one of {METHODS}")
         self.workload, self.max_model_size, self.rounds, self.alpha = workload, check_positive("max_model_size", max_model_size), rounds, alpha
         self.iters, self.final_iters, self.tol, self.refit_method = iters, final_iters, tol, refit_method
-        self.work_mb, self.fit_new = work_mb, fit_new
+        self.work_mb, self.fit_new, self.public_start = work_mb, fit_new, public_start
         sel = AIMSelector(workload, rounds=rounds, alpha=alpha, max_model_size=max_model_size,
-                          loop=aim_loop(iters, tol, refit_method, work_mb, fit_new))
+                          loop=aim_loop(iters, tol, refit_method, work_mb, fit_new), public_start=public_start)
         gen = generator if generator is not None else aim_final_fit(final_iters, tol, refit_method, work_mb)
         super().__init__(sel, gen, epsilon=epsilon, delta=delta, **kw)
 
@@ -96,6 +100,7 @@ class AIM(Synthesizer):
         x = self.selection_.extra
         self.weights_, self.workload_ = x["weights"], x["workload"]
         self.round_models_, self.rounds_ = x["round_models"], x["rounds"]
+        self.public_start_: bool | None = x["public_start"]
         return self
 
     def plan(self, domain: Any, rows: int | None = None, *, simulate: bool = False, seed: int = 0) -> Plan:

@@ -19,7 +19,7 @@ class Entry:
     """``kind``: "preset", "selector" or "generator". Every preset names its ``target`` class in
     :mod:`privmarg.presets`; one that is a selector with a default generator also names both
     (registry names; its class says the same, checked by the tests). ``flags``: "workload" (takes a
-    workload), "public" (needs public data), "torch" (needs torch), "adaptive" (model in the loop),
+    workload), "public" (needs public data), "public_optional" (uses public data when given), "torch" (needs torch), "adaptive" (model in the loop),
     "replace_one" (needs the record count public), "deep" (needs opacus and dp-accounting).
     ``model``: ``"kind=module:Class"``, the fitted model class this entry's fits produce, when no
     other entry names it; saved models write and read it through its ``to_state`` / ``from_state``
@@ -42,7 +42,7 @@ def _f(*names: str) -> frozenset:
 ENTRIES: tuple[Entry, ...] = (
     # presets: the papers' methods (name, what it is, where)
     Entry("aim", "preset", "AIM: adaptive, workload-aware selection + Private-PGM", "privmarg.presets:AIM",
-          flags=_f("workload", "adaptive")),
+          flags=_f("workload", "adaptive", "public_optional")),
     Entry("mst", "preset", "MST: maximum spanning tree of 2-way marginals + Private-PGM", "privmarg.presets:MST"),
     Entry("mwem", "preset", "MWEM+PGM: T equal exponential-mechanism rounds over the workload",
           "privmarg.presets:MWEM", flags=_f("workload", "adaptive")),

@@ -41,7 +41,7 @@ def synth(
     report: Optional[Path] = typer.Option(None, "--report", help="JSON report: privacy ledger, measurements, rows (no timing)"),
     zeros: Optional[Path] = typer.Option(None, "--zeros", help='structural zeros JSON [{"attrs": [..], "cells": [[..], ..]}, ..]: integer codes with --domain, raw values with --schema'),
     allow_draft_schema: bool = typer.Option(False, "--allow-draft-schema", help='accept a schema marked "draft": true (bounds read off the private data: not DP)'),
-    public: Optional[Path] = typer.Option(None, "--public", help="public table over the same domain/schema (needed by --method jam)"),
+    public: Optional[Path] = typer.Option(None, "--public", help="public table over the same domain/schema (needed by --method jam; --method aim starts from it at small budgets)"),
     save_model: Optional[Path] = typer.Option(None, "--save-model", help="also save the fitted model to this directory (sample more rows later with `privmarg sample`, no budget)"),
     force: bool = typer.Option(False, "--force", help="replace an existing --save-model directory"),
     noise: str = typer.Option("continuous", "--noise", help="continuous (the papers' float Gaussian) or discrete (exact discrete Gaussian/Laplace on integer counts, same privacy cost; recommended for releases)"),
@@ -57,7 +57,9 @@ def synth(
             raise UsageProblem(f"unknown method {method!r}: choose one of {_METHODS}")
         if generator is not None and generator.lower() not in registry.names("generator"):
             raise UsageProblem(f"unknown generator {generator!r}: choose one of {_GENERATORS}")
-        needs_public = "public" in registry.entry("preset", method_l).flags
+        flags = registry.entry("preset", method_l).flags
+        needs_public = "public" in flags
+        takes_public = needs_public or "public_optional" in flags
         check_budget(epsilon, delta)
         if neighbour is not None and neighbour not in NEIGHBOURS:
             raise UsageProblem(f"--neighbour must be one of {', '.join(NEIGHBOURS)}")
@@ -80,9 +82,10 @@ def synth(
             raise UsageProblem("--spark-master is for --backend spark")
         sch, dom, data, zero_list, public_data = _read_inputs(input, location, schema, domain, zeros, public,
                                                               backend, drop_unknown, spark_master, allow_draft_schema)
-        if needs_public != (public is not None):
-            raise UsageProblem(f"--method {method_l} needs --public PUBLIC.csv" if public is None
-                               else f"--public is not used by --method {method_l}")
+        if needs_public and public is None:
+            raise UsageProblem(f"--method {method_l} needs --public PUBLIC.csv")
+        if public is not None and not takes_public:
+            raise UsageProblem(f"--public is not used by --method {method_l} (it is by jam and aim)")
         mech = _make_method(method_l, epsilon, delta, dom, backend=backend, seed=seed, neighbour=neighbour,
                             noise=noise, generator=generator, workload=workload, max_model_size=max_model_size)
         if rows is not None:
@@ -228,6 +231,10 @@ def _print_summary(mech, rows: int, output, report, save_model, t0: float) -> No
         err.print(f"release: {share:.0%} of it is records of the public table, the rest drawn from "
                   "JAM's model (the share chosen privately with the budget JAM's public choices left)",
                   highlight=False, soft_wrap=True)
+    if getattr(mech, "public_start_", None) is not None:
+        err.print("public data: AIM started from the public table's model (the budget is small)" if mech.public_start_
+                  else "public data: not used (at this budget AIM's own measurements are precise enough)",
+                  highlight=False, soft_wrap=True)
 
 
 def _sql_source(backend: str, path: str, dom: Domain, drop_unknown: bool, spark_master: str | None):
@@ -269,6 +276,8 @@ def build_report(mech, method: str, rows: int) -> dict:
     share = _public_share(mech)
     if share is not None:  # how much of the release is public records (JAM's blend)
         out["public_share"] = share
+    if getattr(mech, "public_start_", None) is not None:
+        out["public_start"] = bool(mech.public_start_)
     return out
 
 

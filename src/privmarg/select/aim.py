@@ -13,6 +13,7 @@ from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
 from .adaptive import (SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState,
                        expected_noise_share, mean_cells, model_errors)
 from .base import Selection, check_fraction, check_rounds
+from .public_start import public_start, starts_public
 
 # The AIM paper's T = 16·d was set on tables of at most ~17 attributes, whose all-3way workloads
 # have fewer candidates than this; wider workloads get fewer rounds (see default_rounds)
@@ -67,6 +68,7 @@ class AIMRun:
     models: dict = field(default_factory=dict)
     rounds: int = 0  # T the rounds are planned for
     noise_ratio: float | None = None  # see AIMSelector._plan_by_budget
+    public_start: bool = False  # whether the first model was the public table's (AIMSelector._start)
 
 
 class AIMSelector(ClosureCandidates, AdaptiveSelector):
@@ -77,19 +79,25 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
     ``rounds`` (T, sizing the initial split; default :func:`default_rounds`: the paper's 16·d, fewer
     for workloads with over 1,000 candidates), ``alpha`` the share of each round for
     measurement, ``max_model_size`` (MB of the loop model, grown with the budget spent), ``loop``
-    the model in the loop. Privacy: exactly ``ctx.rho``; each round one exponential mechanism
-    (ε²/8, sensitivity ``max w`` or ``2 max w``) and one Gaussian marginal (Δ₂²/(2σ²)).
+    the model in the loop. ``public_start``, with public data (``ctx.public``): start from the
+    public table's tree model (:mod:`~privmarg.select.public_start`); None (default) when the budget
+    is small (:func:`~privmarg.select.public_start.starts_public`), True always, False never.
+    Privacy: exactly ``ctx.rho``; each round one exponential mechanism (ε²/8, sensitivity ``max w``
+    or ``2 max w``) and one Gaussian marginal (Δ₂²/(2σ²)); the public table is free.
     """
 
     name = "aim"
     label = "AIM"
 
     def __init__(self, workload: Any = "all-3way", *, rounds: int | None = None, alpha: float = 0.9,
-                 max_model_size: float = 80.0, loop: Any = None):
+                 max_model_size: float = 80.0, loop: Any = None, public_start: bool | None = None):
         super().__init__(loop, max_model_size)
         self.workload = workload
         self.rounds = check_rounds("rounds", rounds)
         self.alpha = check_fraction("alpha", alpha)
+        if public_start not in (None, True, False):
+            raise ValueError(f"public_start must be None, True or False, got {public_start!r}")
+        self.public_start = public_start
 
     def initial(self, state: RoundState):
         s, dom = state.session, state.domain
@@ -104,23 +112,51 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         ones = [s.measure(r, sigma, what=f"AIM init 1-way {r[0]}")
                 for r in state.candidates if len(r) == 1 and r not in done]
         state.ctx.progress("AIM: 1-way marginals measured")
-        if self.rounds is None:
-            self._plan_by_budget(state, T, ones)
+        n = self._rows(state, ones)
+        if self.rounds is None and n is not None:
+            self._plan_by_budget(state, T, n)
+        if state.ctx.public is not None and self._wants_public_start(state, n):
+            self._start(state, n)
         return self.refit(state)
 
-    def _plan_by_budget(self, state: RoundState, T: int, ones: list) -> None:
+    def _rows(self, state: RoundState, ones: list) -> float | None:
+        """N for the budget rules: public under replace-one; under add/remove a low estimate from the
+        noisy 1-way marginals just measured, their median total less three standard deviations of a
+        total (post-processing of paid measurements: no further cost); None without either."""
+        if state.ctx.total is not None:
+            return state.ctx.total
+        if not ones:
+            return None
+        return low_total(float(np.median([m.y.sum() for m in ones])), state.run.plan.sigma,
+                         max(m.y.size for m in ones))
+
+    def _wants_public_start(self, state: RoundState, n: float | None) -> bool:
+        if self.public_start is not None:
+            return self.public_start
+        if n is None:
+            return False
+        return starts_public(state.run.rho, state.run.l2, n, mean_cells(state.domain, self.workload_))
+
+    def _start(self, state: RoundState, n: float | None) -> None:
+        """The public table's tree model as the first model; its marginals join the session at loss
+        weight 0 (free; they keep the tree in every later fit's structure)."""
+        pairs = [r for r in state.candidates if len(r) == 2]
+        total = n if n is not None else float(state.ctx.public.count())
+        model, kept = public_start(self.loop, state.ctx.public, state.domain, pairs, total, state.ctx.zeros)
+        if model is None:
+            return
+        for m in kept:
+            state.session.record(m)
+        state.model = model
+        state.run.public_start = True
+        state.ctx.progress(f"AIM: starts from the public table's model ({len(kept)} 2-way marginals)")
+
+    def _plan_by_budget(self, state: RoundState, T: int, n: float) -> None:
         """Fewer, stronger rounds when the budget is large: if a round at the initial plan would
         measure a mean-sized workload marginal with expected L1 noise of at most
-        :data:`PRECISE_NOISE_RATIO` times N, the rounds are planned for ``min(T, 4·d)`` instead of T.
-        N is public under replace-one; under add/remove it is a low estimate from the noisy 1-way
-        marginals just measured, their median total less three standard deviations of a total
-        (post-processing of paid measurements: no further cost; noise never makes the plan precise)."""
+        :data:`PRECISE_NOISE_RATIO` times ``n`` (N or its low estimate, :meth:`_rows`: noise never
+        makes the plan precise), the rounds are planned for ``min(T, 4·d)`` instead of T."""
         x, dom = state.run, state.domain
-        n = state.ctx.total
-        if n is None:
-            if not ones:
-                return
-            n = low_total(float(np.median([m.y.sum() for m in ones])), x.plan.sigma, max(m.y.size for m in ones))
         x.noise_ratio, rounds = budget_rounds(x.plan.sigma, dom, self.workload_, n, T)
         if rounds < T:
             x.rounds = rounds
@@ -180,7 +216,8 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
 
     def final_selection(self, state: RoundState) -> Selection:
         sel = super().final_selection(state)
-        sel.extra.update(planned_rounds=state.run.rounds, noise_ratio=state.run.noise_ratio)
+        sel.extra.update(planned_rounds=state.run.rounds, noise_ratio=state.run.noise_ratio,
+                         public_start=None if state.ctx.public is None else state.run.public_start)
         sel.extra.update(weights=state.weights, workload=self.workload_, round_models=dict(state.run.models),
                          rounds=state.t)
         return sel
