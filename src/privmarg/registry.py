@@ -41,7 +41,7 @@ def _f(*names: str) -> frozenset:
 
 ENTRIES: tuple[Entry, ...] = (
     # presets: the papers' methods (name, what it is, where)
-    Entry("aim", "preset", "AIM: adaptive, workload-aware selection + Private-PGM", "privmarg.presets:AIM",
+    Entry("aim", "preset", "AIM: adaptive, workload-aware selection + Private-PGM (--public: starts from it at small budgets)", "privmarg.presets:AIM",
           flags=_f("workload", "adaptive", "public_optional")),
     Entry("mst", "preset", "MST: maximum spanning tree of 2-way marginals + Private-PGM", "privmarg.presets:MST"),
     Entry("mwem", "preset", "MWEM+PGM: T equal exponential-mechanism rounds over the workload",
