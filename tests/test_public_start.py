@@ -171,7 +171,7 @@ def test_cli_aim_with_public(tmp_path):
     assert not (tmp_path / "x.csv").exists()
     out, rep = tmp_path / "syn.csv", tmp_path / "rep.json"
     r = runner.invoke(app, base + ["--method", "aim", "--workload", "all-2way", "--output", str(out),
-                                   "--report", str(rep)])
+                                   "--report", str(rep), "--save-model", str(tmp_path / "model")])
     assert r.exit_code == 0, r.output
     assert "AIM started from the public table's model" in r.output
     assert list(pd.read_csv(out).columns) == list(dom.attrs)  # add/remove: about 800 rows
@@ -179,3 +179,8 @@ def test_cli_aim_with_public(tmp_path):
     assert report["public_start"] is True
     assert report["privacy"]["rho_spent"] == pytest.approx(report["privacy"]["rho_total"], rel=1e-9)
     assert "public" in {m["source"] for m in report["measurements"]}
+    # the saved model keeps the public tree (weight-0 measurements) and samples again for free
+    again = tmp_path / "again.csv"
+    r = runner.invoke(app, ["sample", str(tmp_path / "model"), "--rows", "50", "-o", str(again)])
+    assert r.exit_code == 0, r.output
+    assert len(pd.read_csv(again)) == 50

@@ -57,9 +57,6 @@ def synth(
             raise UsageProblem(f"unknown method {method!r}: choose one of {_METHODS}")
         if generator is not None and generator.lower() not in registry.names("generator"):
             raise UsageProblem(f"unknown generator {generator!r}: choose one of {_GENERATORS}")
-        flags = registry.entry("preset", method_l).flags
-        needs_public = "public" in flags
-        takes_public = needs_public or "public_optional" in flags
         check_budget(epsilon, delta)
         if neighbour is not None and neighbour not in NEIGHBOURS:
             raise UsageProblem(f"--neighbour must be one of {', '.join(NEIGHBOURS)}")
@@ -82,10 +79,7 @@ def synth(
             raise UsageProblem("--spark-master is for --backend spark")
         sch, dom, data, zero_list, public_data = _read_inputs(input, location, schema, domain, zeros, public,
                                                               backend, drop_unknown, spark_master, allow_draft_schema)
-        if needs_public and public is None:
-            raise UsageProblem(f"--method {method_l} needs --public PUBLIC.csv")
-        if public is not None and not takes_public:
-            raise UsageProblem(f"--public is not used by --method {method_l} (it is by jam and aim)")
+        _check_public(method_l, public)
         mech = _make_method(method_l, epsilon, delta, dom, backend=backend, seed=seed, neighbour=neighbour,
                             noise=noise, generator=generator, workload=workload, max_model_size=max_model_size)
         if rows is not None:
@@ -235,6 +229,17 @@ def _print_summary(mech, rows: int, output, report, save_model, t0: float) -> No
         err.print("public data: AIM started from the public table's model (the budget is small)" if mech.public_start_
                   else "public data: not used (at this budget AIM's own measurements are precise enough)",
                   highlight=False, soft_wrap=True)
+
+
+def _check_public(method: str, public) -> None:
+    """--public given where the method needs it, and only where the method uses it."""
+    flags = registry.entry("preset", method).flags
+    if "public" in flags and public is None:
+        raise UsageProblem(f"--method {method} needs --public PUBLIC.csv")
+    uses = {"public", "public_optional"}
+    if public is not None and not flags & uses:
+        users = ", ".join(n for n in registry.names("preset") if registry.entry("preset", n).flags & uses)
+        raise UsageProblem(f"--public is not used by --method {method} ({users} use it)")
 
 
 def _sql_source(backend: str, path: str, dom: Domain, drop_unknown: bool, spark_master: str | None):
