@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from privmarg import AIM, Dataset, Domain, datasets
+from privmarg import AIM, JAM, Dataset, Domain, datasets
 from privmarg.cli import app
 from privmarg.core import all_kway, parse_workload
 from privmarg.data import MemorySource
@@ -184,3 +184,83 @@ def test_cli_aim_with_public(tmp_path):
     r = runner.invoke(app, ["sample", str(tmp_path / "model"), "--rows", "50", "-o", str(again)])
     assert r.exit_code == 0, r.output
     assert len(pd.read_csv(again)) == 50
+
+
+def test_the_tree_stays_within_a_size_limit():
+    data = chain_table(5000)
+    src, dom = MemorySource(data), data.domain
+    pairs = [c for c, _ in all_kway(dom, 2)]
+    full = public_tree(src, dom, pairs)
+    cells = sum(dom.size(e) for e in full)
+    for cap in (cells - 1, cells // 2, 12):
+        capped = public_tree(src, dom, pairs, max_cells=cap)
+        assert sum(dom.size(e) for e in capped) <= cap and capped != full
+        # a forest: no edge joins two attributes already connected
+        comp = {a: {a} for a in dom.attrs}
+        for a, b in capped:
+            assert comp[a] is not comp[b]
+            merged = comp[a] | comp[b]
+            for x in merged:
+                comp[x] = merged
+    assert public_tree(src, dom, pairs, max_cells=0) == []
+
+
+def test_add_remove_sizes_the_rule_by_the_noisy_rows_not_the_true_count(monkeypatch):
+    """N is private under add/remove: the rule reads the low estimate from the charged 1-ways."""
+    import privmarg.select.aim as aim_module
+    from privmarg.select.aim import low_total
+
+    seen = []
+    real = aim_module.starts_public
+    monkeypatch.setattr(aim_module, "starts_public", lambda rho, l2, rows, cells: seen.append(rows) or real(rho, l2, rows, cells))
+    data = chain_table(3000)
+    mech = AIM(0.02, 1e-6, workload="all-2way", seed=0, **FAST).fit(data, public=chain_table(2000, seed=5))
+    assert mech.neighbour == "add_remove" and len(seen) == 1
+    ones = [m for m in mech.measurements_ if len(m.attrs) == 1 and m.sigma is not None]
+    expected = low_total(float(np.median([m.y.sum() for m in ones])), ones[0].sigma, max(m.y.size for m in ones))
+    assert seen[0] == pytest.approx(expected) and seen[0] != len(data)
+
+
+def test_jam_hands_a_precise_budget_to_aim_without_the_start():
+    data = chain_table(3000)
+    jam = JAM(20.0, 1e-6, workload="all-2way", seed=0).fit(data, public=chain_table(2000, seed=5))
+    assert jam.selection_.extra["delegated_to"] == "aim" and jam.selection_.extra["public_start"] is False
+    assert all(m.source == "private" for m in jam.measurements_)
+
+
+def test_weight_zero_measurements_are_not_fitted_by_other_generators():
+    """AIM's public start (and JAM's superseded public answers) stay on the record at weight 0:
+    generators fitting targets leave them out."""
+    from privmarg.core import Measurement
+    from privmarg.generate.privpgd.measurements import _merge_measurements
+    from privmarg.generate.targets import marginal_targets
+
+    dom = Domain(["a", "b"], [2, 3])
+    kept = Measurement(("a",), np.array([30.0, 70.0]), 1.0)
+    ignored = Measurement(("b", "a"), np.arange(6.0), None, source="public", weight=0.0)
+    targets = marginal_targets([kept, ignored], dom)
+    assert [t.attrs for t in targets] == [("a",)]
+    assert [m[0] for m in _merge_measurements([kept, ignored], dom)] == [("a",)]
+    # with only the weight-0 answer on a clique, that clique has no target at all
+    assert marginal_targets([ignored], dom) == []
+
+
+def test_compressed_aim_sees_the_public_table_on_its_own_domain():
+    from privmarg import Synthesizer
+    from privmarg.generate.pgm import PGM
+    from privmarg.select import AIMSelector, Compressed
+
+    rng = np.random.default_rng(0)
+    dom = Domain(["a", "b", "c"], [2, 40, 3])
+    n = 2000
+    a = rng.integers(0, 2, n)
+    b = np.where(rng.random(n) < 0.95, a, rng.integers(0, 40, n))  # most of b's 40 values are rare
+    c = (a + rng.integers(0, 2, n)) % 3
+    data = Dataset(np.column_stack([a, b, c]), dom)
+    mech = Synthesizer(Compressed(AIMSelector("all-2way", public_start=True, loop=PGM(iters=50))), PGM(iters=100),
+                       epsilon=0.3, delta=1e-6, seed=0).fit(data, public=data)
+    cdom = mech.selection_.extra["compressed_domain"]
+    assert cdom["b"] < 40  # compressed
+    pub = [m for m in mech.selection_.measurements if m.source == "public"]
+    assert pub and all(m.y.size == cdom.size(m.attrs) for m in pub)
+    assert len(mech.sample_codes()) > 0

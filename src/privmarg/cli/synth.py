@@ -227,7 +227,8 @@ def _print_summary(mech, rows: int, output, report, save_model, t0: float) -> No
                   highlight=False, soft_wrap=True)
     if getattr(mech, "public_start_", None) is not None:
         err.print("public data: AIM started from the public table's model (the budget is small)" if mech.public_start_
-                  else "public data: not used (at this budget AIM's own measurements are precise enough)",
+                  else "public data: not used (AIM starts from it only at small budgets, with a workload of "
+                       "2-way or wider marginals)",
                   highlight=False, soft_wrap=True)
 
 

@@ -316,7 +316,7 @@ class RelaxedProjection:
         if not isinstance(domain, Domain):
             domain = Domain.from_dict(domain)
         ms = [m if isinstance(m, Measurement) else Measurement(*m) for m in measurements]
-        ms = [m for m in ms if m.attrs]
+        ms = [m for m in ms if m.attrs and m.weight > 0]  # weight 0: kept on the record, not fitted
         total = resolve_total(ms, domain, total)
         zeros = list(zeros)
         layout = _Layout(domain)

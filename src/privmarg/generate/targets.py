@@ -40,7 +40,9 @@ def cell_values(m: Measurement) -> np.ndarray:
 
 
 def marginal_targets(measurements: Sequence[Measurement], domain: Domain) -> list[Target]:
-    """One :class:`Target` per distinct measured clique (empty cliques skipped), in first-seen order."""
+    """One :class:`Target` per distinct measured clique, in first-seen order; empty cliques and
+    cliques whose measurements all have loss weight 0 (kept on the record, not fitted: a superseded
+    public answer, AIM's public start) are left out."""
     acc: dict[tuple[str, ...], list] = {}
     for m in measurements:
         if not m.attrs:
@@ -56,7 +58,7 @@ def marginal_targets(measurements: Sequence[Measurement], domain: Domain) -> lis
             acc[canon][1] += w
         else:
             acc[canon] = [w * y, w]
-    return [Target(a, s / w if w > 0 else s, w) for a, (s, w) in acc.items()]
+    return [Target(a, s / w, w) for a, (s, w) in acc.items() if w > 0]
 
 
 def resolve_total(measurements: Sequence[Measurement], domain: Domain, total: float | None) -> float:

@@ -14,6 +14,7 @@ from .adaptive import (SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Opti
                        expected_noise_share, mean_cells, model_errors)
 from .base import Selection, check_fraction, check_rounds
 from .public_start import public_start, starts_public
+from ..generate.pgm.junction_tree import MB
 
 # The AIM paper's T = 16·d was set on tables of at most ~17 attributes, whose all-3way workloads
 # have fewer candidates than this; wider workloads get fewer rounds (see default_rounds)
@@ -138,11 +139,14 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         return starts_public(state.run.rho, state.run.l2, n, mean_cells(state.domain, self.workload_))
 
     def _start(self, state: RoundState, n: float | None) -> None:
-        """The public table's tree model as the first model; its marginals join the session at loss
-        weight 0 (free; they keep the tree in every later fit's structure)."""
+        """The public table's tree model as the first model, its tables within the first round's
+        model-size limit; its marginals join the session at loss weight 0 (free; they keep the tree
+        in every later fit's structure)."""
         pairs = [r for r in state.candidates if len(r) == 2]
         total = n if n is not None else float(state.ctx.public.count())
-        model, kept = public_start(self.loop, state.ctx.public, state.domain, pairs, total, state.ctx.zeros)
+        # within the first round's model-size limit, as a measurement would be (8-byte cells)
+        cells = self.size_limit(state, state.run.plan) * MB / 8
+        model, kept = public_start(self.loop, state.ctx.public, state.domain, pairs, total, state.ctx.zeros, cells)
         if model is None:
             return
         for m in kept:

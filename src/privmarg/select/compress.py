@@ -69,7 +69,9 @@ class Compressed:
         for m in cones:
             inner_session.record(m)
         ctx.progress("compression: 1-way marginals measured")
-        inner_ctx = Context(ctx.rho - session.rho_spent, ctx.total, ctx.zeros, ctx.public, ctx.progress)
+        # the public table seen on the compressed domain too (the maps come from released answers)
+        public = MappedSource(ctx.public, cdom, maps) if maps and ctx.public is not None else ctx.public
+        inner_ctx = Context(ctx.rho - session.rho_spent, ctx.total, ctx.zeros, public, ctx.progress)
         sel = self.inner.run(inner_session, inner_ctx)
         released = ones + [m for m in inner_session.measurements if m.meta.get("derived") != "compressed"]
         session.measurements[:] = released

@@ -16,11 +16,11 @@ measure a mean-sized workload marginal with expected L1 noise of at least
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.sparse.csgraph import minimum_spanning_tree
 
 from ..core import Domain, Measurement
 from .jam import PAPER_PLAN, noise_ratio
@@ -51,27 +51,40 @@ def mutual_information(joint: np.ndarray) -> float:
     return float(np.sum(p[nz] * np.log(p[nz] / outer[nz])))
 
 
-def public_tree(public: Any, domain: Domain, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """A maximum spanning forest of ``pairs`` weighted by their mutual information in ``public`` (a
-    :class:`~privmarg.data.MarginalSource`); pairs with no information are left out."""
-    attrs = list(domain.attrs)
-    index = {a: i for i, a in enumerate(attrs)}
-    pairs = [tuple(p) for p in pairs]
-    weights = np.zeros((len(attrs), len(attrs)))
-    for (a, b), y in zip(pairs, public.marginals(pairs)):
-        mi = mutual_information(np.asarray(y, dtype=float).reshape(domain.size([a]), domain.size([b])))
-        i, j = sorted((index[a], index[b]))
-        # scipy drops zero weights: only pairs with information enter, as -MI (a minimum tree of -MI)
-        weights[i, j] = -mi if mi > 1e-12 else 0.0
-    tree = minimum_spanning_tree(weights).tocoo()
-    return [domain.canonical((attrs[i], attrs[j])) for i, j in sorted(zip(tree.row.tolist(), tree.col.tolist()))]
+def public_tree(public: Any, domain: Domain, pairs: Sequence[tuple[str, str]],
+                max_cells: float = math.inf) -> list[tuple[str, str]]:
+    """A maximum spanning forest of ``pairs`` by their mutual information in ``public`` (a
+    :class:`~privmarg.data.MarginalSource`), built by Kruskal's rule (ties: the earlier pair): pairs
+    with no information are left out, and so is a pair whose table would take the forest's tables past
+    ``max_cells`` cells (a model-size limit; public)."""
+    pairs = [domain.canonical(p) for p in pairs]
+    info = [mutual_information(np.asarray(y, dtype=float).reshape(domain.sizes(p)))
+            for p, y in zip(pairs, public.marginals(pairs))]
+    parent = {a: a for a in domain.attrs}
+
+    def root(a: str) -> str:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    edges, cells = [], 0
+    for k in sorted(range(len(pairs)), key=lambda k: -info[k]):
+        (a, b), size = pairs[k], domain.size(pairs[k])
+        if info[k] <= 1e-12 or cells + size > max_cells or root(a) == root(b):
+            continue
+        parent[root(a)] = root(b)
+        edges.append(pairs[k])
+        cells += size
+    return sorted(edges)
 
 
 def public_start(loop: Any, public: Any, domain: Domain, pairs: Sequence[tuple[str, str]], total: float,
-                 zeros: Sequence = ()) -> tuple[Any, list[Measurement]]:
+                 zeros: Sequence = (), max_cells: float = math.inf) -> tuple[Any, list[Measurement]]:
     """(the public tree's model fitted by ``loop`` at ``total`` records, the tree's marginals as
-    free public measurements of loss weight 0 for the session to record). Public inputs only."""
-    edges = public_tree(public, domain, pairs)
+    free public measurements of loss weight 0 for the session to record); the tree's tables hold at
+    most ``max_cells`` cells (:func:`public_tree`). Public inputs only."""
+    edges = public_tree(public, domain, pairs, max_cells)
     if not edges:
         return None, []
     scale = total / public.count()

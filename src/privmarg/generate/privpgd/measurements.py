@@ -95,12 +95,13 @@ def _one_way(domain: Domain, cliques, probs) -> list[np.ndarray]:
 
 def _merge_measurements(measurements, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarray, float]]:
     """Cell-space values in canonical attribute order; repeated cliques merged by their weights
-    (inverse variance for noisy measurements)."""
+    (inverse variance for noisy measurements); those of loss weight 0 (kept on the record, not
+    fitted: a superseded public answer, AIM's public start) are left out."""
     acc: dict[tuple[str, ...], list] = {}
     for m in measurements:
         if not isinstance(m, Measurement):
             m = Measurement(*m)
-        if not m.attrs:
+        if not m.attrs or m.weight <= 0:
             continue
         if len(set(m.attrs)) != len(m.attrs):
             raise ValueError(f"measurement on {m.attrs}: repeated attribute")
