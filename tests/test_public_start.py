@@ -264,3 +264,16 @@ def test_compressed_aim_sees_the_public_table_on_its_own_domain():
     pub = [m for m in mech.selection_.measurements if m.source == "public"]
     assert pub and all(m.y.size == cdom.size(m.attrs) for m in pub)
     assert len(mech.sample_codes()) > 0
+
+
+def test_plan_says_whether_a_public_table_would_be_used():
+    from privmarg.cli.plan import plan_lines
+
+    dom = Domain(["a", "b", "c", "d"], [4, 3, 5, 2])
+    for epsilon, rows, used in [(0.05, 500, True), (20.0, 50_000, False)]:
+        lines = [x for x in plan_lines(dom, "aim", epsilon, 1e-6, rows, "all-2way") if "--public" in x]
+        assert len(lines) == 1
+        rho = cdp_rho(epsilon, 1e-6)
+        cells = mean_cells(dom, parse_workload("all-2way", dom))
+        assert starts_public(rho, marginal_l2("add_remove"), rows, cells) == used
+        assert ("would start from the public table's model" in lines[0]) == used

@@ -50,6 +50,8 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
         lines.append(f"each later round measures one marginal with noise sigma {p.round_sigma:.3g} counts per cell "
                      "(halved when a round barely moves the model)")
         lines += aim_plan.lines()[1:]
+        if rows:
+            lines.append(_public_start_line(domain, rho, l2, rows, workload))
     elif method == "jam":
         from ..select.jam import PAPER_PLAN, noise_ratio
 
@@ -88,6 +90,22 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
                          "coarser bins would help")
     lines.append(risk_sentence(panel(zcdp_profile(rho), neighbour).to_dict()))
     return lines + plan_warnings(epsilon, delta, rows, weak=False) + budget_warnings(epsilon, delta)
+
+
+def _public_start_line(domain, rho: float, l2: float, rows: int, workload: str) -> str:
+    """Whether AIM given a public table (--public) would start from its model at this budget
+    (:func:`~privmarg.select.public_start.starts_public`, with ``rows`` for N)."""
+    from ..core import parse_workload
+    from ..select.adaptive import mean_cells
+    from ..select.jam import PAPER_PLAN, noise_ratio
+    from ..select.public_start import PUBLIC_START_NOISE_RATIO
+
+    ratio = noise_ratio(rho, *PAPER_PLAN, l2, rows, mean_cells(domain, parse_workload(workload, domain)))
+    if ratio >= PUBLIC_START_NOISE_RATIO:
+        return (f"with a public table (--public): AIM would start from the public table's model (the budget is "
+                f"small: a JAM-paper round's noise is {ratio:.2g} times N, at least {PUBLIC_START_NOISE_RATIO:g})")
+    return (f"with a public table (--public): AIM would not use it (a JAM-paper round's noise is {ratio:.2g} times "
+            f"N, below {PUBLIC_START_NOISE_RATIO:g}: AIM's own measurements are precise enough)")
 
 
 def plan(
