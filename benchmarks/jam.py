@@ -37,6 +37,8 @@ DATASETS = {
     # two decades of the GSS (benchmarks/gss_pair.py): 2010-2018 private, 2000-2008 public
     "gss": (ROOT / "benchmarks" / "data" / "gss", "private.csv.gz", "public.csv.gz"),
 }
+# not bundled (../shared/data): resolved when asked for, so the scripts run without them
+EXTRA = {"fire": ("private.csv.gz", "public.csv"), "salary": ("private.csv.gz", "public.csv")}
 EPSILONS = [0.1, 0.3, 1.0, 3.0]
 METHODS = ["jam", "aim"]
 DELTA = 1e-9
@@ -47,9 +49,9 @@ SECTION = "## JAM-PGM: public + private data (issue #5)"
 def load(name):
     from privmarg import Dataset, Domain
 
-    folder, priv, pub = DATASETS[name]
-    dom = Domain.from_json(folder / "domain.json")
-    return Dataset.read(folder / priv, dom), Dataset.read(folder / pub, dom)
+    path, priv, pub = DATASETS[name] if name in DATASETS else (folder(name), *EXTRA[name])
+    dom = Domain.from_json(path / "domain.json")
+    return Dataset.read(path / priv, dom), Dataset.read(path / pub, dom)
 
 
 def run_cell(method, private, public, eps, seed, **kw):

@@ -17,8 +17,8 @@ from privmarg.generate.pgm import GraphicalModel
 from privmarg.privacy import cdp_rho, marginal_l2
 from privmarg.select.adaptive import mean_cells
 from privmarg.select.jam import PAPER_PLAN, noise_ratio
-from privmarg.select.public_start import (PUBLIC_START_NOISE_RATIO, mutual_information, public_tree,
-                                          starts_public)
+from privmarg.select.public_start import (PUBLIC_START_NOISE_RATIO, chance_information, mutual_information,
+                                          public_tree, starts_public)
 
 FAST = dict(iters=60, final_iters=150)
 
@@ -54,7 +54,8 @@ def test_public_tree_is_the_maximum_spanning_tree():
     assert sorted(tree) == [("a", "b"), ("a", "e"), ("b", "c"), ("c", "d")]
     # brute force: no spanning tree of the 5 attributes has more mutual information
     import itertools
-    mi = {p: mutual_information(y.reshape(data.domain.sizes(p))) for p, y in zip(pairs, MemorySource(data).marginals(pairs))}
+    tables = {p: y.reshape(data.domain.sizes(p)) for p, y in zip(pairs, MemorySource(data).marginals(pairs))}
+    mi = {p: mutual_information(t) - chance_information(t.shape, t.sum()) for p, t in tables.items()}
     best = sum(mi[e] for e in tree)
     for edges in itertools.combinations(pairs, 4):
         comp = {a: a for a in data.domain.attrs}
@@ -277,3 +278,24 @@ def test_plan_says_whether_a_public_table_would_be_used():
         cells = mean_cells(dom, parse_workload("all-2way", dom))
         assert starts_public(rho, marginal_l2("add_remove"), rows, cells) == used
         assert ("would start from the public table's model" in lines[0]) == used
+
+
+def test_chance_associations_of_a_small_public_table_are_left_out():
+    """Two independent 20-value columns in 200 records show about (19·19)/(2·200) = 0.9 nats of mutual
+    information by chance (standard deviation about √(2·361)/400); a real association survives."""
+    rng = np.random.default_rng(3)
+    dom = Domain(["x", "y", "z"], [20, 20, 2])
+    x = rng.integers(0, 20, 200)
+    noise = Dataset(np.column_stack([x, rng.integers(0, 20, 200), rng.integers(0, 2, 200)]), dom)
+    t = MemorySource(noise).marginals([("x", "y")])[0].reshape(20, 20)
+    assert mutual_information(t) > 0.5  # spurious, about the chance level
+    assert chance_information((20, 20), 200) == pytest.approx((361 + 3 * math.sqrt(722)) / 400)
+    for seed in range(20):  # independent columns stay out of the forest
+        r = np.random.default_rng(seed)
+        indep = Dataset(np.column_stack([r.integers(0, 20, 200), r.integers(0, 20, 200), r.integers(0, 2, 200)]), dom)
+        assert public_tree(MemorySource(indep), dom, [("x", "y")]) == []
+    assert chance_information((2, 2), 0) == math.inf
+    assert public_tree(MemorySource(noise), dom, [("x", "y")]) == []
+    copy = Dataset(np.column_stack([x, x, rng.integers(0, 2, 200)]), dom)  # y a copy of x: ln 20 > 0.9
+    assert public_tree(MemorySource(copy), dom, [("x", "y")]) == [("x", "y")]
+

@@ -51,15 +51,26 @@ def mutual_information(joint: np.ndarray) -> float:
     return float(np.sum(p[nz] * np.log(p[nz] / outer[nz])))
 
 
+def chance_information(shape: tuple[int, int], rows: float) -> float:
+    """The mutual information (nats) that two independent columns of ``shape`` values rarely exceed by
+    chance in ``rows`` records: ``(k + 3·√(2k)) / (2·rows)``, k = (a − 1)(b − 1). Under independence
+    2·rows·MI is about χ² with k degrees of freedom (the G-test), of mean k and variance 2k: this is
+    three standard deviations above the mean. Infinite without rows."""
+    k = (shape[0] - 1) * (shape[1] - 1)
+    return (k + 3.0 * math.sqrt(2.0 * k)) / (2.0 * rows) if rows > 0 else math.inf
+
+
 def public_tree(public: Any, domain: Domain, pairs: Sequence[tuple[str, str]],
                 max_cells: float = math.inf) -> list[tuple[str, str]]:
     """A maximum spanning forest of ``pairs`` by their mutual information in ``public`` (a
-    :class:`~privmarg.data.MarginalSource`), built by Kruskal's rule (ties: the earlier pair): pairs
-    with no information are left out, and so is a pair whose table would take the forest's tables past
-    ``max_cells`` cells (a model-size limit; public)."""
+    :class:`~privmarg.data.MarginalSource`) beyond what chance gives (:func:`chance_information`: a
+    small public table shows spurious associations between wide columns), built by Kruskal's rule
+    (ties: the earlier pair). Pairs with no information beyond chance are left out, and so is a pair
+    whose table would take the forest's tables past ``max_cells`` cells (a model-size limit;
+    public)."""
     pairs = [domain.canonical(p) for p in pairs]
-    info = [mutual_information(np.asarray(y, dtype=float).reshape(domain.sizes(p)))
-            for p, y in zip(pairs, public.marginals(pairs))]
+    info = [mutual_information(t) - chance_information(t.shape, t.sum())
+            for t in (np.asarray(y, dtype=float).reshape(domain.sizes(p)) for p, y in zip(pairs, public.marginals(pairs)))]
     parent = {a: a for a in domain.attrs}
 
     def root(a: str) -> str:
