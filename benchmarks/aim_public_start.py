@@ -2,7 +2,8 @@
 :mod:`privmarg.select.public_start`), against AIM without public data.
 
 Variants (4th argument, comma-separated): ``aim`` (no public data), ``start`` (``public_start=True``:
-always starts from the public tree model), ``auto`` (the default: by the budget rule), ``jam`` and
+always starts from the public tree model), ``auto`` (the default: by the budget rule), ``rawauto``
+(``auto`` with the tree ranked by raw public mutual information, no allowance for chance), ``jam`` and
 ``jamstart`` (JAM, and JAM whose first model is the same public tree model: tried, not built).
 Replace-one, δ = 1e-9, all 3-way workload; error: 3-way workload error against the private table.
 One JSON line per (split, ε, seed) on stdout::
@@ -24,7 +25,10 @@ def main() -> None:
     from privmarg.core import parse_workload
     from privmarg.evaluation import workload_error
     from privmarg.select.jam import JAMSelector
+    from privmarg.select import public_start as ps
     from privmarg.select.public_start import public_start
+
+    chance = ps.chance_information
 
     class PublicStartJAM(JAMSelector):
         def initial(self, state):
@@ -53,7 +57,9 @@ def main() -> None:
                                                    precise_selector=old.precise_selector)
                 mech.fit(private, public=public)
             else:
-                start = {"aim": False, "start": True, "auto": None}[v]
+                start = {"aim": False, "start": True, "auto": None, "rawauto": None}[v]
+                # rawauto: the tree by raw public mutual information, no allowance for chance
+                ps.chance_information = (lambda shape, rows: 0.0) if v == "rawauto" else chance
                 mech = AIM(eps, 1e-9, workload=WORKLOAD, seed=seed, neighbour="replace_one", public_start=start)
                 mech.fit(private, public=public)
                 out[v + "_started"] = mech.public_start_

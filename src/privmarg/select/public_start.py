@@ -63,14 +63,16 @@ def chance_information(shape: tuple[int, int], rows: float) -> float:
 def public_tree(public: Any, domain: Domain, pairs: Sequence[tuple[str, str]],
                 max_cells: float = math.inf) -> list[tuple[str, str]]:
     """A maximum spanning forest of ``pairs`` by their mutual information in ``public`` (a
-    :class:`~privmarg.data.MarginalSource`) beyond what chance gives (:func:`chance_information`: a
-    small public table shows spurious associations between wide columns), built by Kruskal's rule
-    (ties: the earlier pair). Pairs with no information beyond chance are left out, and so is a pair
-    whose table would take the forest's tables past ``max_cells`` cells (a model-size limit;
-    public)."""
+    :class:`~privmarg.data.MarginalSource`), built by Kruskal's rule (ties: the earlier pair). A pair
+    enters only if its information is beyond what chance gives (:func:`chance_information`: a small
+    public table shows spurious associations between wide columns) and its table keeps the forest's
+    tables within ``max_cells`` cells (a model-size limit; public). Ranking by the information less
+    its chance level instead was worse on adult, fire and salary at ε = 0.1
+    (benchmarks/history/public-data.md, session 31)."""
     pairs = [domain.canonical(p) for p in pairs]
-    info = [mutual_information(t) - chance_information(t.shape, t.sum())
-            for t in (np.asarray(y, dtype=float).reshape(domain.sizes(p)) for p, y in zip(pairs, public.marginals(pairs)))]
+    tables = [np.asarray(y, dtype=float).reshape(domain.sizes(p)) for p, y in zip(pairs, public.marginals(pairs))]
+    info = [mutual_information(t) for t in tables]
+    chance = [chance_information(t.shape, t.sum()) for t in tables]
     parent = {a: a for a in domain.attrs}
 
     def root(a: str) -> str:
@@ -82,7 +84,7 @@ def public_tree(public: Any, domain: Domain, pairs: Sequence[tuple[str, str]],
     edges, cells = [], 0
     for k in sorted(range(len(pairs)), key=lambda k: -info[k]):
         (a, b), size = pairs[k], domain.size(pairs[k])
-        if info[k] <= 1e-12 or cells + size > max_cells or root(a) == root(b):
+        if info[k] <= chance[k] or cells + size > max_cells or root(a) == root(b):
             continue
         parent[root(a)] = root(b)
         edges.append(pairs[k])
