@@ -1,8 +1,9 @@
 """AIM's public start (issue #42): the first model is the public table's tree model, not a flat one.
 
 The public table's maximum spanning tree of 2-way marginals (by their mutual information, over the
-workload's pairs whose association is beyond chance in the public table) is fitted alone, and AIM's first fit is warm-started from that model. The tree's
-marginals stay in the model's structure at loss weight 0: a fit's gradient reaches only measured
+workload's pairs whose association in the public table is beyond chance) is fitted alone, and AIM's
+first fit is warm-started from that model. The tree's marginals stay in the model's structure at
+loss weight 0: a fit's gradient reaches only measured
 cells, so where AIM measures nothing the public interactions remain, and where it measures they
 give way to the private answers. The rounds then spend the budget where the public model is wrong.
 Reading the public table is free.
