@@ -20,19 +20,7 @@ from privmarg.select.jam import PAPER_PLAN, noise_ratio
 from privmarg.select.public_start import (PUBLIC_START_NOISE_RATIO, chance_information, mutual_information,
                                           public_tree, starts_public)
 
-FAST = dict(iters=60, final_iters=150)
-
-
-def chain_table(n, seed=0, flip=0.1):
-    """a → b → c → d a chain, e a noisy copy of a."""
-    rng = np.random.default_rng(seed)
-    dom = Domain(["a", "b", "c", "d", "e"], [4, 3, 5, 2, 6])
-    a = rng.integers(0, 4, n)
-    b = (a + rng.integers(0, 2, n)) % 3
-    c = (2 * b + rng.integers(0, 2, n)) % 5
-    d = (c > 2).astype(int) ^ (rng.random(n) < flip)
-    e = np.where(rng.random(n) < 0.9, a, 5)
-    return Dataset(np.column_stack([a, b, c, d, e]), dom)
+from test_jam import FAST, chain_table
 
 
 def test_mutual_information_closed_forms():
