@@ -288,3 +288,16 @@ def test_chance_associations_of_a_small_public_table_are_left_out():
     copy = Dataset(np.column_stack([x, x, rng.integers(0, 2, 200)]), dom)  # y a copy of x: ln 20 > 0.9
     assert public_tree(MemorySource(copy), dom, [("x", "y")]) == [("x", "y")]
 
+
+
+def test_a_public_source_that_cannot_answer_fails_before_any_charge():
+    """The tree is read from the public source before AIM measures anything."""
+    from privmarg.data import PrecomputedSource
+
+    data = chain_table(2000)
+    abc = MemorySource(data).marginals([("a", "b", "c")])[0]
+    public = PrecomputedSource(data.domain, {("a", "b", "c"): abc}, count=2000)  # no pair with d or e
+    mech = _aim(0.02, 0)
+    with pytest.raises(KeyError, match="covering"):
+        mech.fit(data, public=public)
+    assert mech.accountant_.rho_spent == 0

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain
-from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
+from ..privacy import RoundPlan, gaussian_rho, marginal_l2, round_plan, score_sensitivity
 from .adaptive import (SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState,
                        expected_noise_share, mean_cells, model_errors)
 from .base import Selection, check_fraction, check_rounds
-from .public_start import public_start, starts_public
+from .public_start import public_start, public_tree, starts_public
 from ..generate.pgm.junction_tree import MB
 
 # The AIM paper's T = 16·d was set on tables of at most ~17 attributes, whose all-3way workloads
@@ -110,14 +110,15 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         state.run = AIMRun(l2, state.ctx.rho, round_plan(state.ctx.rho, self.alpha, l2, T), rounds=T)
         sigma = state.run.plan.sigma
         done = {m.attrs for m in s.measurements}
-        ones = [s.measure(r, sigma, what=f"AIM init 1-way {r[0]}")
-                for r in state.candidates if len(r) == 1 and r not in done]
+        todo = [r for r in state.candidates if len(r) == 1 and r not in done]
+        tree = self._public_tree(state, len(todo))  # read before any charge: a failure spends nothing
+        ones = [s.measure(r, sigma, what=f"AIM init 1-way {r[0]}") for r in todo]
         state.ctx.progress("AIM: 1-way marginals measured")
         n = self._rows(state, ones)
         if self.rounds is None and n is not None:
             self._plan_by_budget(state, T, n)
-        if state.ctx.public is not None and self._wants_public_start(state, n):
-            self._start(state, n)
+        if tree and self._wants_public_start(state, n):
+            self._start(state, n, tree)
         return self.refit(state)
 
     def _rows(self, state: RoundState, ones: list) -> float | None:
@@ -138,17 +139,22 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
             return False
         return starts_public(state.run.rho, state.run.l2, n, mean_cells(state.domain, self.workload_))
 
-    def _start(self, state: RoundState, n: float | None) -> None:
-        """The public table's tree model as the first model, its tables within the first round's
-        model-size limit; its marginals join the session at loss weight 0 (free; they keep the tree
-        in every later fit's structure)."""
-        pairs = [r for r in state.candidates if len(r) == 2]
+    def _public_tree(self, state: RoundState, ones: int) -> list:
+        """The public tree's pairs (:func:`~privmarg.select.public_start.public_tree`) when public
+        data is given and the start is not turned off, its tables within the model-size limit of the
+        first round after ``ones`` 1-way measurements (8-byte cells), as a measurement's would be."""
+        if state.ctx.public is None or self.public_start is False:
+            return []
+        x = state.run
+        spent = state.session.rho_spent + ones * gaussian_rho(x.plan.sigma, x.l2) + x.plan.cost(x.l2)
+        cells = self.max_model_size * spent / x.rho * MB / 8
+        return public_tree(state.ctx.public, state.domain, [r for r in state.candidates if len(r) == 2], cells)
+
+    def _start(self, state: RoundState, n: float | None, tree: list) -> None:
+        """The public ``tree``'s model as the first model; its marginals join the session at loss
+        weight 0 (free; they keep the tree in every later fit's structure)."""
         total = n if n is not None else float(state.ctx.public.count())
-        # within the first round's model-size limit, as a measurement would be (8-byte cells)
-        cells = self.size_limit(state, state.run.plan) * MB / 8
-        model, kept = public_start(self.loop, state.ctx.public, state.domain, pairs, total, state.ctx.zeros, cells)
-        if model is None:
-            return
+        model, kept = public_start(self.loop, state.ctx.public, state.domain, tree, total, state.ctx.zeros)
         for m in kept:
             state.session.record(m)
         state.model = model

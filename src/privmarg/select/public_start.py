@@ -93,12 +93,11 @@ def public_tree(public: Any, domain: Domain, pairs: Sequence[tuple[str, str]],
     return sorted(edges)
 
 
-def public_start(loop: Any, public: Any, domain: Domain, pairs: Sequence[tuple[str, str]], total: float,
-                 zeros: Sequence = (), max_cells: float = math.inf) -> tuple[Any, list[Measurement]]:
-    """(the public tree's model fitted by ``loop`` at ``total`` records, the tree's marginals as
-    free public measurements of loss weight 0 for the session to record); the tree's tables hold at
-    most ``max_cells`` cells (:func:`public_tree`). Public inputs only."""
-    edges = public_tree(public, domain, pairs, max_cells)
+def public_start(loop: Any, public: Any, domain: Domain, edges: Sequence[tuple[str, str]], total: float,
+                 zeros: Sequence = ()) -> tuple[Any, list[Measurement]]:
+    """(the model of the public 2-way marginals on ``edges`` (a :func:`public_tree`) fitted by
+    ``loop`` at ``total`` records, those marginals as free public measurements of loss weight 0 for
+    the session to record); (None, []) without edges. Public inputs only."""
     if not edges:
         return None, []
     scale = total / public.count()
