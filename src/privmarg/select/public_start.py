@@ -3,10 +3,9 @@
 The public table's maximum spanning tree of 2-way marginals (by their mutual information, over the
 workload's pairs whose association in the public table is beyond chance) is fitted alone, and AIM's
 first fit is warm-started from that model. The tree's marginals stay in the model's structure at
-loss weight 0: a fit's gradient reaches only measured
-cells, so where AIM measures nothing the public interactions remain, and where it measures they
-give way to the private answers. The rounds then spend the budget where the public model is wrong.
-Reading the public table is free.
+loss weight 0: a fit's gradient reaches only measured cells, so where AIM measures nothing the
+public interactions remain, and where it measures they give way to the private answers. The rounds
+then spend the budget where the public model is wrong. Reading the public table is free.
 
 A public interaction stays in the model even where private measurements explain the same
 association through other attributes, so the start pays only when AIM can measure little:
@@ -32,6 +31,8 @@ from .jam import PAPER_PLAN, noise_ratio
 #: on the GSS pair, whose public table is closer, lower down to 0.57 (benchmarks/history/public-data.md,
 #: session 31). The farthest public tables tried set the line.
 PUBLIC_START_NOISE_RATIO = 3.0
+#: public 2-way marginals read at once by :func:`public_tree` (memory, on wide tables)
+PAIRS_PER_READ = 4096
 
 
 def starts_public(rho: float, l2: float, rows: float, workload_cells: float) -> bool:
@@ -71,9 +72,13 @@ def public_tree(public: Any, domain: Domain, pairs: Sequence[tuple[str, str]],
     its chance level instead was worse on adult, fire and salary at ε = 0.1
     (benchmarks/history/public-data.md, session 31)."""
     pairs = [domain.canonical(p) for p in pairs]
-    tables = [np.asarray(y, dtype=float).reshape(domain.sizes(p)) for p, y in zip(pairs, public.marginals(pairs))]
-    info = [mutual_information(t) for t in tables]
-    chance = [chance_information(t.shape, t.sum()) for t in tables]
+    info, chance = [], []
+    for i in range(0, len(pairs), PAIRS_PER_READ):  # a wide table's pairs a batch at a time
+        part = pairs[i:i + PAIRS_PER_READ]
+        for p, y in zip(part, public.marginals(part)):
+            t = np.asarray(y, dtype=float).reshape(domain.sizes(p))
+            info.append(mutual_information(t))
+            chance.append(chance_information(t.shape, t.sum()))
     parent = {a: a for a in domain.attrs}
 
     def root(a: str) -> str:
