@@ -34,9 +34,8 @@ def main() -> None:
         def initial(self, state):
             super().initial(state)
             pairs = [r for r in state.candidates if len(r) == 2]
-            tree = ps.public_tree(state.ctx.public, state.domain, pairs)
-            model, kept = public_start(self.loop, state.ctx.public, state.domain, tree, state.ctx.total,
-                                       state.ctx.zeros)
+            tree = ps.read_public_tree(state.ctx.public, state.domain, pairs)
+            model, kept = public_start(self.loop, tree, state.domain, state.ctx.total, state.ctx.zeros)
             for m in kept:
                 state.session.record(m)
             return model

@@ -301,3 +301,34 @@ def test_a_public_source_that_cannot_answer_fails_before_any_charge():
     with pytest.raises(KeyError, match="covering"):
         mech.fit(data, public=public)
     assert mech.accountant_.rho_spent == 0
+
+
+def test_a_one_value_column_never_enters_the_tree():
+    """Its mutual information is rounding (about 1e-16), never beyond chance."""
+    dom = Domain(["a", "b", "c"], [1, 7, 3])
+    for seed in range(30):
+        r = np.random.default_rng(seed)
+        data = Dataset(np.column_stack([np.zeros(50, dtype=int), r.integers(0, 7, 50), r.integers(0, 3, 50)]), dom)
+        tree = public_tree(MemorySource(data), dom, [("a", "b"), ("a", "c")])
+        assert tree == []
+    assert chance_information((1, 7), 50) == math.inf
+
+
+def test_the_tree_is_read_in_batches_alike(monkeypatch):
+    import privmarg.select.public_start as ps
+
+    data = chain_table(3000)
+    pairs = [c for c, _ in all_kway(data.domain, 2)]
+    whole = public_tree(MemorySource(data), data.domain, pairs)
+    monkeypatch.setattr(ps, "PAIRS_PER_READ", 3)
+    assert public_tree(MemorySource(data), data.domain, pairs) == whole
+
+
+def test_aims_model_size_limit_caps_the_public_tree():
+    data = chain_table(3000)
+    public = chain_table(2000, seed=5)
+    full = _aim(0.2, 0, public_start=True).fit(data, public=public)
+    small = _aim(0.2, 0, public_start=True, max_model_size=2e-4).fit(data, public=public)
+    tree = lambda m: [x.attrs for x in m.measurements_ if x.source == "public"]
+    assert len(tree(small)) < len(tree(full))
+    assert sum(data.domain.size(e) for e in tree(small)) * 8 <= 2e-4 * 2**20

@@ -94,7 +94,8 @@ def plan_lines(domain, method: str, epsilon: float, delta: float, rows: int | No
 
 def _public_start_line(domain, rho: float, l2: float, rows: int, workload: str) -> str:
     """Whether AIM given a public table (--public) would start from its model at this budget
-    (:func:`~privmarg.select.public_start.starts_public`, with ``rows`` for N)."""
+    (:func:`~privmarg.select.public_start.starts_public`, with ``rows`` for N; under add/remove AIM
+    decides with a low estimate of N, so near the line it may start where this says not)."""
     from ..core import parse_workload
     from ..select.adaptive import mean_cells
     from ..select.jam import PAPER_PLAN, noise_ratio

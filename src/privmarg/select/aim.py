@@ -13,7 +13,7 @@ from ..privacy import RoundPlan, gaussian_rho, marginal_l2, round_plan, score_se
 from .adaptive import (SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState,
                        expected_noise_share, mean_cells, model_errors)
 from .base import Selection, check_fraction, check_rounds
-from .public_start import public_start, public_tree, starts_public
+from .public_start import PublicTree, public_start, read_public_tree, starts_public
 from ..generate.pgm.junction_tree import MB
 
 # The AIM paper's T = 16·d was set on tables of at most ~17 attributes, whose all-3way workloads
@@ -117,7 +117,7 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         n = self._rows(state, ones)
         if self.rounds is None and n is not None:
             self._plan_by_budget(state, T, n)
-        if tree and self._wants_public_start(state, n):
+        if tree is not None and tree.edges and self._wants_public_start(state, n):
             self._start(state, n, tree)
         return self.refit(state)
 
@@ -139,22 +139,23 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
             return False
         return starts_public(state.run.rho, state.run.l2, n, mean_cells(state.domain, self.workload_))
 
-    def _public_tree(self, state: RoundState, ones: int) -> list:
-        """The public tree's pairs (:func:`~privmarg.select.public_start.public_tree`) when public
-        data is given and the start is not turned off, its tables within the model-size limit of the
-        first round after ``ones`` 1-way measurements (8-byte cells), as a measurement's would be."""
+    def _public_tree(self, state: RoundState, ones: int) -> PublicTree | None:
+        """The public tree and its marginals
+        (:func:`~privmarg.select.public_start.read_public_tree`) when public data is given and the
+        start is not turned off, its tables within the model-size limit of the first round after
+        ``ones`` 1-way measurements at the initial plan (8-byte cells), as a measurement's would be."""
         if state.ctx.public is None or self.public_start is False:
-            return []
+            return None
         x = state.run
         spent = state.session.rho_spent + ones * gaussian_rho(x.plan.sigma, x.l2) + x.plan.cost(x.l2)
         cells = self.max_model_size * spent / x.rho * MB / 8
-        return public_tree(state.ctx.public, state.domain, [r for r in state.candidates if len(r) == 2], cells)
+        return read_public_tree(state.ctx.public, state.domain, [r for r in state.candidates if len(r) == 2], cells)
 
-    def _start(self, state: RoundState, n: float | None, tree: list) -> None:
+    def _start(self, state: RoundState, n: float | None, tree: PublicTree) -> None:
         """The public ``tree``'s model as the first model; its marginals join the session at loss
         weight 0 (free; they keep the tree in every later fit's structure)."""
-        total = n if n is not None else float(state.ctx.public.count())
-        model, kept = public_start(self.loop, state.ctx.public, state.domain, tree, total, state.ctx.zeros)
+        total = n if n is not None else tree.rows
+        model, kept = public_start(self.loop, tree, state.domain, total, state.ctx.zeros)
         for m in kept:
             state.session.record(m)
         state.model = model

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,9 +58,10 @@ def chance_information(shape: tuple[int, int], rows: float) -> float:
     """The mutual information (nats) that two independent columns of ``shape`` values rarely exceed by
     chance in ``rows`` records: ``(k + 3·√(2k)) / (2·rows)``, k = (a − 1)(b − 1). Under independence
     2·rows·MI is about χ² with k degrees of freedom (the G-test), of mean k and variance 2k: this is
-    three standard deviations above the mean. Infinite without rows."""
+    three standard deviations above the mean. Infinite without rows, or when a column has one value
+    (no association is possible: its computed information is rounding)."""
     k = (shape[0] - 1) * (shape[1] - 1)
-    return (k + 3.0 * math.sqrt(2.0 * k)) / (2.0 * rows) if rows > 0 else math.inf
+    return (k + 3.0 * math.sqrt(2.0 * k)) / (2.0 * rows) if rows > 0 and k > 0 else math.inf
 
 
 def public_tree(public: Any, domain: Domain, pairs: Sequence[tuple[str, str]],
@@ -98,15 +100,35 @@ def public_tree(public: Any, domain: Domain, pairs: Sequence[tuple[str, str]],
     return sorted(edges)
 
 
-def public_start(loop: Any, public: Any, domain: Domain, edges: Sequence[tuple[str, str]], total: float,
+@dataclass(frozen=True)
+class PublicTree:
+    """The public tree's pairs, their public 2-way marginals (counts, flat) and the public table's
+    record count: everything the start reads from the public data, read before any budget is spent."""
+
+    edges: tuple
+    tables: tuple
+    rows: float
+
+
+def read_public_tree(public: Any, domain: Domain, pairs: Sequence[tuple[str, str]],
+                     max_cells: float = math.inf) -> PublicTree:
+    """:func:`public_tree` and the public data the start needs, read at once (no edges when the
+    public table has no records)."""
+    rows = float(public.count())
+    edges = public_tree(public, domain, pairs, max_cells) if rows > 0 else []
+    tables = [np.asarray(y, dtype=float) for y in public.marginals(edges)] if edges else []
+    return PublicTree(tuple(edges), tuple(tables), rows)
+
+
+def public_start(loop: Any, tree: PublicTree, domain: Domain, total: float,
                  zeros: Sequence = ()) -> tuple[Any, list[Measurement]]:
-    """(the model of the public 2-way marginals on ``edges`` (a :func:`public_tree`) fitted by
-    ``loop`` at ``total`` records, those marginals as free public measurements of loss weight 0 for
-    the session to record); (None, []) without edges. Public inputs only."""
+    """(the model of the public ``tree``'s 2-way marginals rescaled to ``total`` records, fitted by
+    ``loop``; those marginals as free public measurements of loss weight 0 for the session to
+    record); (None, []) without edges. Reads nothing more from the public data."""
+    edges = tree.edges
     if not edges:
         return None, []
-    scale = total / public.count()
-    answers = [scale * np.asarray(y, dtype=float) for y in public.marginals(edges)]
+    answers = [total / tree.rows * y for y in tree.tables]
     fit = [Measurement(e, y, None, source="public", weight=1.0) for e, y in zip(edges, answers)]
     model = loop.generate(fit, domain, zeros=list(zeros), total=total)
     kept = [Measurement(e, y, None, source="public", weight=0.0, meta={"role": "public start"})
