@@ -98,11 +98,11 @@ def _public_start_line(domain, rho: float, l2: float, rows: int, workload: str) 
     decides with a low estimate of N, so near the line it may start where this says not)."""
     from ..core import parse_workload
     from ..select.adaptive import mean_cells
-    from ..select.jam import PAPER_PLAN, noise_ratio
-    from ..select.public_start import PUBLIC_START_NOISE_RATIO
+    from ..select.public_start import PUBLIC_START_NOISE_RATIO, start_noise_ratio, starts_public
 
-    ratio = noise_ratio(rho, *PAPER_PLAN, l2, rows, mean_cells(domain, parse_workload(workload, domain)))
-    if ratio >= PUBLIC_START_NOISE_RATIO:
+    cells = mean_cells(domain, parse_workload(workload, domain))
+    ratio = start_noise_ratio(rho, l2, rows, cells)
+    if starts_public(rho, l2, rows, cells):
         return (f"with a public table (--public): AIM would start from the public table's model (the budget is "
                 f"small: a JAM-paper round's noise is {ratio:.2g} times N, at least {PUBLIC_START_NOISE_RATIO:g})")
     return (f"with a public table (--public): AIM would not use it (a JAM-paper round's noise is {ratio:.2g} times "

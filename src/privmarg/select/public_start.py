@@ -36,11 +36,17 @@ PUBLIC_START_NOISE_RATIO = 3.0
 PAIRS_PER_READ = 4096
 
 
+def start_noise_ratio(rho: float, l2: float, rows: float, workload_cells: float) -> float:
+    """The ratio :func:`starts_public` compares with :data:`PUBLIC_START_NOISE_RATIO`: a JAM-paper
+    round's expected L1 noise on a marginal of ``workload_cells`` cells, over ``rows``."""
+    return noise_ratio(rho, *PAPER_PLAN, l2, rows, workload_cells)
+
+
 def starts_public(rho: float, l2: float, rows: float, workload_cells: float) -> bool:
     """Whether AIM starts from the public model at budget ``rho`` (zCDP), Δ₂ ``l2``, ``rows`` N (or a
     low estimate of it) and a workload of marginals of ``workload_cells`` cells on average: public
     inputs only (see the module's docstring)."""
-    return noise_ratio(rho, *PAPER_PLAN, l2, rows, workload_cells) >= PUBLIC_START_NOISE_RATIO
+    return start_noise_ratio(rho, l2, rows, workload_cells) >= PUBLIC_START_NOISE_RATIO
 
 
 def mutual_information(joint: np.ndarray) -> float:
