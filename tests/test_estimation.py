@@ -811,8 +811,9 @@ def test_queries_reuse_partial_contractions_with_the_same_answers():
 
 def test_einsum_contracts_two_tables_at_a_time_with_the_same_answers(monkeypatch):
     """Elimination steps over three or more big tables run pairwise, the smallest joint table
-    first (numpy's own path search ran them in one slow loop); every marginal still matches the
-    brute-force joint with the searched path forced on for all sizes."""
+    first, each step a batched matrix product (numpy's einsum ran them in its slow plain loop);
+    every marginal still matches the brute-force joint with the pairwise steps forced on for all
+    sizes."""
     import privmarg.generate.pgm.graphical_model as gm
 
     dom = Domain(list("abcdef"), [2, 3, 4, 5, 6, 7])
@@ -824,7 +825,7 @@ def test_einsum_contracts_two_tables_at_a_time_with_the_same_answers(monkeypatch
     # leaving [ef, af]; then those two
     path = gm._pairwise_path([("a", "b"), ("e", "f"), ("b",), ("f",)], ("a", "e"), dom)
     assert path == [(0, 2), (1, 2), (0, 1)]
-    # a joint table past the cap: numpy's own search instead
+    # a step's result past the cap (abcd, 120 cells): numpy's own search instead
     assert gm._pairwise_path([("a", "b"), ("c", "d"), ("e", "f")], ("a", "b", "c", "d", "e", "f"), dom,
                              cap=100) is None
     rng = np.random.default_rng(5)
