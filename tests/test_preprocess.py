@@ -332,6 +332,22 @@ def test_python_bad_input_messages(case):
         TableEncoder(SCHEMA).fit().encode(df)
 
 
+@pytest.mark.parametrize("column,marker", [("age", "N"), ("opened", "NA"), ("sex", "NULL")])
+def test_a_missing_value_marker_the_schema_does_not_name_gets_a_hint(column, marker):
+    """A number, date or category column holding a text that usually means missing (nulls written
+    N, NA, NULL): the error names the schema's "null" key with that text; a real value does not."""
+    df = raw_frame(30)
+    df[column] = df[column].astype(object)
+    df.loc[[3, 4], column] = marker
+    with pytest.raises(DataError, match=rf"column '{column}': value '{marker}' .*; if '{marker}' means a "
+                                        rf"missing value, add \"null\": \"{marker}\" to the schema"):
+        TableEncoder(SCHEMA).fit().encode(df)
+    df.loc[[3, 4], column] = "forty"
+    with pytest.raises(DataError) as err:
+        TableEncoder(SCHEMA).fit().encode(df)
+    assert "null" not in str(err.value)
+
+
 def _cli_cases(d: Path):
     base = raw_frame(60)
     sch = d / "schema.json"

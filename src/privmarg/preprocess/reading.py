@@ -3,6 +3,7 @@ missing), with every check a value must pass (one clear error naming the column 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,20 @@ def _err(col: ColumnSpec, msg: str) -> DataError:
 def _show(v: Any) -> str:
     s = repr(_jsonable(v))
     return s if len(s) <= 60 else s[:57] + "..."
+
+
+#: texts that often stand for a missing value in exported tables (compared stripped, lower case)
+NULL_LOOKING = {"n", "na", "n/a", "nan", "null", "none", "nil", ".", "-", "--", "?", "missing", "#n/a", "(null)"}
+
+
+def _null_hint(bad: pd.Series) -> str:
+    """A hint naming the schema's ``null`` key when the offending values are one text of
+    :data:`NULL_LOOKING` (a missing-value marker the schema does not name)."""
+    texts = pd.unique(bad.astype(str).str.strip())
+    if len(texts) == 1 and texts[0].lower() in NULL_LOOKING:
+        t = texts[0]
+        return f"; if {t!r} means a missing value, add \"null\": {json.dumps(t)} to the schema (column or top level)"
+    return ""
 
 
 def _prepare_column(col: ColumnSpec, s: pd.Series, clipped: dict[str, int] | None = None) -> np.ndarray:
@@ -76,7 +91,7 @@ def _numeric_values(col: ColumnSpec, vals: pd.Series) -> np.ndarray:
     bad = num.isna().to_numpy()
     if bad.any():
         raise _err(col, f"value {_show(vals[bad].iloc[0])} is not a number ({col.type} column; "
-                        f"{int(bad.sum())} such value(s))")
+                        f"{int(bad.sum())} such value(s)){_null_hint(vals[bad])}")
     x = num.to_numpy(dtype=float)
     if col.type == "integer":
         frac = np.isfinite(x) & (x != np.round(x))
@@ -95,7 +110,8 @@ def _datetime_units(col: ColumnSpec, vals: pd.Series) -> np.ndarray:
         t = pd.to_datetime(vals, errors="coerce", format="mixed")
         bad = t.isna().to_numpy()
         if bad.any():
-            raise _err(col, f"value {_show(vals[bad].iloc[0])} is not a date ({int(bad.sum())} such value(s))")
+            raise _err(col, f"value {_show(vals[bad].iloc[0])} is not a date ({int(bad.sum())} such value(s))"
+                            f"{_null_hint(vals[bad])}")
     if getattr(t.dt, "tz", None) is not None:
         t = t.dt.tz_convert("UTC").dt.tz_localize(None)
     ns = t.to_numpy(dtype="datetime64[ns]").astype(np.int64)
@@ -149,9 +165,10 @@ def _category_codes(col: ColumnSpec, vals: pd.Series) -> np.ndarray:
         table[i] = code
     if unknown and not col.other:
         rows = int(np.isin(inv, unknown).sum())
+        hint = _null_hint(pd.Series([uniq[i] for i in unknown], dtype=object))
         raise _err(col, f"value {_show(uniq[unknown[0]])} is not one of the schema's categories "
                         f"({len(unknown)} unknown value(s) in {rows} row(s); list them under \"values\" "
-                        "or set \"other\": true)")
+                        f"or set \"other\": true{hint})")
     return table[inv]
 
 
