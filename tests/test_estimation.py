@@ -3,6 +3,7 @@
 import functools
 import importlib
 import itertools
+import random
 
 import numpy as np
 import pytest
@@ -841,6 +842,37 @@ def test_einsum_contracts_two_tables_at_a_time_with_the_same_answers(monkeypatch
     J = model_joint(model)
     for attrs in itertools.combinations(dom.attrs, 3):
         np.testing.assert_allclose(model.project(attrs, cache=False), joint_marginal(J, dom, attrs), rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_einsum_in_pairs_matches_numpy_on_random_tables(monkeypatch, seed):
+    """Three to five tables over random attribute sets (scalars, flat tables and non-contiguous
+    views among them), contracted in pairs onto random outputs (the empty one too): numpy's
+    einsum's shapes and values."""
+    import privmarg.generate.pgm.graphical_model as gm
+
+    monkeypatch.setattr(gm, "PLAIN_EINSUM_CELLS", 0)
+    rnd, rng = random.Random(seed), np.random.default_rng(seed)
+    for _ in range(150):
+        names = list("abcdef"[:rnd.randint(2, 6)])
+        dom = Domain(names, [rnd.randint(1, 4) for _ in names])
+        factors = []
+        for _ in range(rnd.randint(3, 5)):
+            attrs = tuple(rnd.sample(names, rnd.randint(0, min(3, len(names)))))
+            t = rng.random(dom.sizes(attrs))
+            form = rnd.randint(0, 2)
+            if form == 1:
+                t = t.ravel()
+            elif form == 2 and t.ndim >= 2:
+                t = np.ascontiguousarray(t.T).T
+            factors.append((attrs, t, None))
+        present = sorted({a for f in factors for a in f[0]})
+        out = tuple(rnd.sample(present, rnd.randint(0, len(present))))
+        ops = [x for a, t, _ in factors for x in (t.reshape(dom.sizes(a)), [names.index(v) for v in a])]
+        want = np.einsum(*ops, [names.index(v) for v in out])
+        got = gm._einsum(factors, out, dom)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
 def _round_case(seed, new_sigma=2.0):
