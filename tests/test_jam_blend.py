@@ -196,6 +196,7 @@ def test_cli_says_how_much_of_the_release_is_public(tmp_path):
         back = load(out)
         share = 1.0 - back.model_.share if isinstance(back.model_, BlendedModel) else 0.0
         assert ("of it is records of the public table" in res.output) == (share > 0)
+        assert ("the rest drawn from JAM's model" in res.output) == (0 < share < 1)  # no "rest" of 100%
         assert json.loads((tmp_path / f"r{seed}.json").read_text())["public_share"] == pytest.approx(share)
         shares.append(share)
     assert max(shares) > 0  # the public table is the private one: the blend leans on it

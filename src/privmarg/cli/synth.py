@@ -222,8 +222,9 @@ def _print_summary(mech, rows: int, output, report, save_model, t0: float) -> No
     err.print(risk_sentence(pr["risk"]), highlight=False, soft_wrap=True)
     share = _public_share(mech)
     if share:
-        err.print(f"release: {share:.0%} of it is records of the public table, the rest drawn from "
-                  "JAM's model (the share chosen privately with the budget JAM's public choices left)",
+        what = ("all of it is records of the public table" if share >= 1.0 else
+                f"{share:.0%} of it is records of the public table, the rest drawn from JAM's model")
+        err.print(f"release: {what} (the share chosen privately with the budget JAM's public choices left)",
                   highlight=False, soft_wrap=True)
     if getattr(mech, "public_start_", None) is not None:
         err.print("public data: AIM started from the public table's model (the budget is small)" if mech.public_start_
