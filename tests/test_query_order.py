@@ -5,14 +5,11 @@ import itertools
 import math
 import random
 
-import numpy as np
 import pytest
 
-from privmarg.core import Measurement
 from privmarg.generate.pgm import query_order
-from privmarg.generate.pgm.estimate import estimate
 from privmarg.generate.pgm.query_order import elimination_order, greedy_order, searched_order, step
-from test_estimation import joint_marginal, model_joint, random_case
+from test_estimation import assert_three_way_queries_exact
 
 
 def _cells(sizes):
@@ -89,11 +86,5 @@ def test_queries_with_searched_orders_match_the_brute_force_joint(monkeypatch, s
     one summed from its full joint table."""
     monkeypatch.setattr(query_order, "SEARCH_CELLS", 0)
     monkeypatch.setattr(query_order, "_kept", {})
-    rng, dom, P = random_case(seed, 6)
-    cliques = [("a", "b", "c"), ("b", "c", "d"), ("c", "d", "e"), ("b", "e", "f"), ("a", "f")]
-    ms = [Measurement(c, joint_marginal(P, dom, c) * 500 + rng.normal(0, 3, dom.size(c)), 3.0) for c in cliques]
-    model = estimate(dom, ms, iters=50)
-    J = model_joint(model)
-    for attrs in itertools.combinations(dom.attrs, 3):
-        np.testing.assert_allclose(model.project(attrs, cache=False), joint_marginal(J, dom, attrs), rtol=1e-8, atol=1e-8)
+    assert_three_way_queries_exact(seed)
     assert query_order._kept  # the orders were planned here
