@@ -303,6 +303,19 @@ def test_a_public_source_that_cannot_answer_fails_before_any_charge():
     assert mech.accountant_.rho_spent == 0
 
 
+def test_a_large_budget_with_a_public_n_reads_nothing_public():
+    """Under replace-one N is public, so where the rule says no the public table is not read at all:
+    the source that cannot answer the tree's pairs is never asked, and the fit spends its budget."""
+    from privmarg.data import PrecomputedSource
+
+    data = chain_table(2000)
+    abc = MemorySource(data).marginals([("a", "b", "c")])[0]
+    public = PrecomputedSource(data.domain, {("a", "b", "c"): abc}, count=2000)
+    mech = _aim(20.0, 0).fit(data, public=public)
+    assert not mech.public_start_
+    assert mech.accountant_.rho_spent == pytest.approx(mech.rho_total, rel=1e-9)
+
+
 def test_a_one_value_column_never_enters_the_tree():
     """Its mutual information is rounding (about 1e-16), never beyond chance."""
     dom = Domain(["a", "b", "c"], [1, 7, 3])

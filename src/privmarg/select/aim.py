@@ -142,10 +142,13 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
     def _public_tree(self, state: RoundState, ones: int) -> PublicTree | None:
         """The public tree and its marginals
         (:func:`~privmarg.select.public_start.read_public_tree`) when public data is given and the
-        start is not turned off, its tables within the model-size limit of the first round after
+        start may be used (not turned off; under replace-one, where N is public, the rule decides
+        here), its tables within the model-size limit of the first round after
         ``ones`` 1-way measurements at the initial plan (8-byte cells), as a measurement's would be."""
         if state.ctx.public is None or self.public_start is False:
             return None
+        if state.ctx.total is not None and not self._wants_public_start(state, state.ctx.total):
+            return None  # N is public and the rule says no: nothing to read (all pairs, on a wide table)
         x = state.run
         spent = state.session.rho_spent + ones * gaussian_rho(x.plan.sigma, x.l2) + x.plan.cost(x.l2)
         cells = self.max_model_size * spent / x.rho * MB / 8

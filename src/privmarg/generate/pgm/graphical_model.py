@@ -358,7 +358,7 @@ class GraphicalModel:
         for m in masks:
             elim |= m
         elim &= ~mk.mask(keep)
-        for v in elimination_order(masks, elim, mk.cells, tuple(mk.sizes)):
+        for v in elimination_order(masks, elim, mk.cells, mk):
             use, stay, union, gone = elimination_step(masks, elim, v)
             out_attrs = mk.attrs(union & ~gone)
             used = [factors[k] for k in use]

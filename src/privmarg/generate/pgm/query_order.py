@@ -104,7 +104,8 @@ def searched_order(masks: Sequence[int], elim: int, cells: Callable[[int], int])
 def elimination_order(masks: Sequence[int], elim: int, cells: Callable[[int], int], key: object) -> tuple[int, ...]:
     """The variables (bits) in the order a query sums them out: greedy, or searched where the
     greedy order costs at least :data:`SEARCH_CELLS` and there are at most
-    :data:`SEARCH_VARIABLES` variables. ``key`` names the domain (``cells`` depends on it)."""
+    :data:`SEARCH_VARIABLES` variables. ``key`` names the domain (``cells`` depends on it): a
+    hashable kept per domain, such as its bit-mask helper."""
     memo_key = (key, tuple(masks), elim)
     hit = _kept.get(memo_key)
     if hit is not None:

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from ...core import Domain, Factor, Measurement, StructuralZero
-from ..targets import SharedMargins, cell_values
+from ...core import Domain, Measurement, StructuralZero
+from ..targets import SharedMargins, marginal_targets
 
 
 def _repair_zeros(codes: np.ndarray, Z: np.ndarray, domain: Domain, zeros: list[StructuralZero]) -> np.ndarray:
@@ -94,30 +94,14 @@ def _one_way(domain: Domain, cliques, probs) -> list[np.ndarray]:
 
 
 def _merge_measurements(measurements, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarray, float]]:
-    """Cell-space values in canonical attribute order; repeated cliques merged by their weights
-    (inverse variance for noisy measurements); those of loss weight 0 (kept on the record, not
-    fitted: a superseded public answer, AIM's public start) are left out."""
-    acc: dict[tuple[str, ...], list] = {}
-    for m in measurements:
-        if not isinstance(m, Measurement):
-            m = Measurement(*m)
-        if not m.attrs or m.weight <= 0:
-            continue
+    """:func:`~privmarg.generate.targets.marginal_targets` (repeated cliques merged by their weights,
+    those of loss weight 0 left out) with each merged weight as a noise level ``1/√(2w)``, for
+    estimating N when it is not public."""
+    ms = [m if isinstance(m, Measurement) else Measurement(*m) for m in measurements]
+    for m in ms:
         if len(set(m.attrs)) != len(m.attrs):
             raise ValueError(f"measurement on {m.attrs}: repeated attribute")
-        y = cell_values(m)
-        if y.size != domain.size(m.attrs):
-            raise ValueError(f"measurement on {m.attrs}: expected {domain.size(m.attrs)} cells, got {y.size}")
-        canon = domain.canonical(m.attrs)
-        y = Factor.from_flat(domain, m.attrs, y).transpose(canon).flat
-        w = m.weight
-        if canon in acc:
-            acc[canon][0] += w * y
-            acc[canon][1] += w
-        else:
-            acc[canon] = [w * y, w]
-    # the merged weight as a noise level (w = 1/(2σ²)), for estimating N when it is not public
-    return [(a, s / w, 1.0 / math.sqrt(2.0 * w)) for a, (s, w) in acc.items()]
+    return [(t.attrs, t.y, 1.0 / math.sqrt(2.0 * t.weight)) for t in marginal_targets(ms, domain)]
 
 
 def _valid_cells(domain: Domain, attrs: tuple[str, ...], zeros: list[StructuralZero]) -> np.ndarray | None:
