@@ -45,17 +45,21 @@ import numpy as np
 from _data import folder  # the bundled datasets, or ../shared/data for fire and salary
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = folder("adult")
-METHODS = ("privpgd", "aim", "mst", "aim+privpgd")
+METHODS = ("privpgd", "privpgd-fine", "aim", "mst", "aim+privpgd")
 LEGACY = ("privpgd-mask0.8",)  # earlier default (80% gradient masking), kept in the results file
 METRICS = ("sw1_2way", "tv_2way", "covariance_error", "counting_query_error", "thresholding_query_error")
 
 
-def load():
+def load(name: str = "adult"):
+    """An integer-coded table with its domain file: bundled (adult, titanic) or ../shared/data/NAME."""
     from privmarg import Dataset, Domain
 
-    dom = Domain.from_json(DATA / "domain.json")
-    return Dataset.read(DATA / "adult.csv.gz", dom)
+    data = folder(name)
+    dom = Domain.from_json(data / "domain.json")
+    for file in (f"{name}.csv.gz", "private.csv.gz", f"{name}.csv", "private.csv"):
+        if (data / file).is_file():
+            return Dataset.read(data / file, dom)
+    raise SystemExit(f"{data}: no {name}.csv(.gz) or private.csv(.gz)")
 
 
 def _rss_mb() -> float:
@@ -89,9 +93,10 @@ def build(method: str, args):
     common = dict(neighbour="replace_one", seed=args.seed)
     eps, delta = args.epsilon, args.delta
     if args.defaults:  # what `privmarg synth --method M` runs: the preset's own defaults
-        if method == "privpgd":
+        if method in ("privpgd", "privpgd-fine"):  # -fine: the measurement before grouping (session 33)
             gen = generator_kwargs(args)
-            return PrivPGD(eps, delta, seed=args.seed, **({"generator": PrivPGDGenerator(**gen)} if args.gen else {}))
+            return PrivPGD(eps, delta, seed=args.seed, grouped=method == "privpgd",
+                           **({"generator": PrivPGDGenerator(**gen)} if args.gen else {}))
         if method == "aim+privpgd":  # AIM's own selection (replace-one, as PrivPGD's), PrivPGD's particles
             return AIM(eps, delta, seed=args.seed, neighbour="replace_one",
                        generator=PrivPGDGenerator(**generator_kwargs(args)))
@@ -125,7 +130,7 @@ def worker(args) -> dict:
     )
 
     torch.set_num_threads(args.threads)
-    real = load()
+    real = load(args.dataset)
     base_rss = _rss_mb()
     cuda = args.device not in (None, "cpu") and torch.cuda.is_available()
     if cuda:
@@ -197,6 +202,7 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "privpgd_adult.jsonl")
     ap.add_argument("--defaults", action="store_true",
                     help="each preset with its own defaults only (what `privmarg synth --method M` runs)")
+    ap.add_argument("--dataset", default="adult", help="adult (default), titanic, or a folder of ../shared/data")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--method", help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, help=argparse.SUPPRESS)
@@ -220,7 +226,7 @@ def main():
             if (method, seed, args.epsilon) in done:
                 print(f"skip {method} seed {seed} (done)", file=sys.stderr)
                 continue
-            cmd = [sys.executable, __file__, "--worker", "--method", method, "--seed", str(seed),
+            cmd = [sys.executable, __file__, "--worker", "--dataset", args.dataset, "--method", method, "--seed", str(seed),
                    "--epsilon", str(args.epsilon), "--delta", str(args.delta), "--threads", str(args.threads)]
             for flag, val in (("--particles", args.particles), ("--epochs", args.epochs),
                               ("--proj-iters", args.proj_iters)):
@@ -252,7 +258,7 @@ def main():
     table = summarise(rows)
     print(table)
     args.out.with_suffix(".md").write_text(
-        f"adult, all 2-way, eps={args.epsilon}, delta={args.delta}, replace-one; mean ± std over seeds\n\n"
+        f"{args.dataset}, all 2-way, eps={args.epsilon}, delta={args.delta}, replace-one; mean ± std over seeds\n\n"
         + table + "\n")
 
 

@@ -510,3 +510,31 @@ def test_a_networks_structural_zeros_travel_in_its_own_saved_state(tmp_path):
 
     _rewrite(path, change_info=lambda i: i["model"].pop("zeros"))  # as written before this change
     assert masks(load(path).model_) == masks(fit.model_)
+
+
+def test_grouped_measurements_are_saved_sparse_and_checked_on_load(tmp_path):
+    """PrivPGD's grouped marginals keep their grouping query (sparse) through a save; a damaged index
+    array gives one clear line."""
+    pytest.importorskip("torch")
+    from privmarg import PrivPGD
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 40, 600)
+    data = Dataset(np.column_stack([a, np.clip(a + rng.integers(-3, 4, 600), 0, 39), rng.integers(0, 2, 600)]),
+                   Domain(["a", "b", "c"], [40, 40, 2]))
+    m = PrivPGD(1.0, 1e-6, seed=0, n_particles=300, epochs=2, proj_iters=5, proj_num_projections=8).fit(data)
+    grouped = [x for x in m.measurements_ if x.query is not None]
+    assert grouped, "the test needs a grouped marginal"
+    back = load(m.save(tmp_path / "m"))
+    for x, y in zip(m.measurements_, back.measurements_):
+        assert (x.query is None) == (y.query is None) and np.array_equal(x.y, y.y)
+        if x.query is not None:
+            assert abs(x.query - y.query).sum() == 0 and y.query.shape == x.query.shape
+
+    def bad_index(info, arrays):
+        key = next(q["sparse"] for q in (e["query"] for e in info["measurements"]) if isinstance(q, dict))
+        arrays[f"{key}.indices"][0] = 10**6
+
+    path = m.save(tmp_path / "bad")
+    _rewrite(path, bad_index)
+    _one_line_error(path, "corrupted")

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ._version import __version__
 from .core import Measurement, StructuralZero, strict_json
@@ -170,10 +171,28 @@ def _measurement_state(m: Measurement, i: int, arrays: dict) -> dict:
     out = {"attrs": list(m.attrs), "y": f"measurement.{i}.y", "sigma": m.sigma, "weight": float(m.weight),
            "source": m.source, "query": None,
            "meta": {k: v for k, v in ((str(k), _plain(v)) for k, v in m.meta.items()) if v is not _SKIP}}
-    if m.query is not None:
+    if sp.issparse(m.query):  # a grouping of cells: kept sparse (a dense one of a wide pair is ~20 MB)
+        q = sp.csr_array(m.query)
+        for part in ("data", "indices", "indptr"):
+            arrays[f"measurement.{i}.query.{part}"] = np.asarray(getattr(q, part))
+        out["query"] = {"sparse": f"measurement.{i}.query", "shape": [int(x) for x in q.shape]}
+    elif m.query is not None:
         arrays[f"measurement.{i}.query"] = np.asarray(m.query, dtype=float)
         out["query"] = f"measurement.{i}.query"
     return out
+
+
+def _saved_query(entry: Any, arrays: dict) -> Any:
+    """A measurement's saved query back: None, a dense array, or a sparse one (checked: indices in
+    range, pointers in order)."""
+    if entry is None:
+        return None
+    if isinstance(entry, str):
+        return arrays[entry]
+    key, shape = entry["sparse"], tuple(int(x) for x in entry["shape"])
+    q = sp.csr_array((arrays[f"{key}.data"], arrays[f"{key}.indices"], arrays[f"{key}.indptr"]), shape=shape)
+    q.check_format(full_check=True)
+    return q
 
 
 def _model_state(model: Any, key: str, arrays: dict) -> dict:
@@ -322,7 +341,7 @@ def _build(info: dict, arrays: dict, path: Path) -> SavedSynthesizer:
         raise ValueError("the ledger does not add up to rho_spent")
     measurements = []
     for m in info["measurements"]:
-        q = None if m.get("query") is None else arrays[m["query"]]
+        q = _saved_query(m.get("query"), arrays)
         measurements.append(Measurement(tuple(m["attrs"]), arrays[m["y"]], m["sigma"], query=q,
                                         source=m["source"], meta=dict(m.get("meta") or {}), weight=m["weight"]))
     zeros = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in info.get("zeros", [])]

@@ -2,9 +2,9 @@
 
 from .domain import Domain
 from .factor import Factor
-from .measurement import Measurement
+from .measurement import Measurement, grouping_query, is_grouping, query_groups
 from .workload import Workload, all_kway, downward_closure, parse_workload
 from .zeros import StructuralZero, load_zeros
 
 __all__ = ["Domain", "Factor", "Measurement", "StructuralZero", "Workload", "all_kway", "downward_closure",
-           "load_zeros", "parse_workload"]
+           "grouping_query", "is_grouping", "load_zeros", "parse_workload", "query_groups"]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 
 @dataclass(frozen=True, eq=False)
@@ -17,7 +18,8 @@ class Measurement:
     ``attrs`` is the clique (any order; the flat marginal is row-major over ``attrs`` as given),
     ``y`` the released answer, ``sigma`` the noise standard deviation (None for an answer that is not
     a noisy release, such as JAM's public proxies), ``query`` the linear map ``Q`` (identity when
-    None). ``weight`` is the measurement's weight in the Private-PGM loss ``Σ w‖Q μ − y‖²``; by
+    None): a dense array, or a scipy sparse matrix (kept as CSR), such as a grouping of the cells
+    (:func:`grouping_query`). ``weight`` is the measurement's weight in the Private-PGM loss ``Σ w‖Q μ − y‖²``; by
     default ``1/(2σ²)`` (maximum likelihood). ``source`` tags where it came from ("private",
     "public", ...).
     """
@@ -45,10 +47,56 @@ class Measurement:
         elif not (self.weight >= 0 and math.isfinite(self.weight)):
             raise ValueError(f"measurement on {self.attrs}: weight must be finite and >= 0")
         if self.query is not None:
-            q = np.asarray(self.query, dtype=float)
+            q = sp.csr_array(self.query, dtype=float) if sp.issparse(self.query) else np.asarray(self.query, dtype=float)
             if q.ndim != 2 or q.shape[0] != y.size:
                 raise ValueError(f"measurement on {self.attrs}: query must have shape ({y.size}, n_cells)")
             object.__setattr__(self, "query", q)
+
+
+def grouping_query(sizes: Sequence[int], groups: Sequence[np.ndarray | None]) -> sp.csr_array:
+    """The 0/1 map summing a marginal over attributes of ``sizes`` (flat, row-major) into cells of
+    grouped values: ``groups[i]`` maps attribute ``i``'s codes to groups ``0..g_i − 1`` (None keeps
+    its codes). The grouped marginal is row-major over the groups. Each cell lands in exactly one
+    grouped cell, so the grouped marginal has the marginal's sensitivity."""
+    maps = [np.arange(int(k)) if g is None else np.asarray(g, dtype=np.int64) for k, g in zip(sizes, groups)]
+    for k, m in zip(sizes, maps):
+        if m.shape != (int(k),) or m.min() < 0 or np.unique(m).size != m.max() + 1:
+            raise ValueError(f"a grouping of {k} codes must map them onto 0..g-1, every group used")
+    rows = np.zeros(1, dtype=np.int64)
+    for m in maps:
+        rows = (rows[:, None] * (int(m.max()) + 1) + m[None, :]).ravel()
+    n = rows.size
+    shape = (int(np.prod([int(m.max()) + 1 for m in maps])), n)
+    return sp.csr_array((np.ones(n), (rows, np.arange(n))), shape=shape)
+
+
+def is_grouping(q: Any) -> bool:
+    """Whether a query sums cells into groups: 0/1 entries, every cell in exactly one row."""
+    if q is None:
+        return False
+    q = sp.csc_array(q)
+    q.sum_duplicates()
+    q.eliminate_zeros()
+    return bool(np.all(np.diff(q.indptr) == 1) and np.all(q.data == 1.0))
+
+
+def query_groups(q: Any, sizes: Sequence[int]) -> list[np.ndarray] | None:
+    """Per attribute, its codes' groups when ``q`` is a :func:`grouping_query` over ``sizes`` (the
+    inverse of that function); None for any other query."""
+    if q is None or not is_grouping(q) or q.shape[1] != int(np.prod(sizes)):
+        return None
+    q = sp.csc_array(q)
+    q.sum_duplicates()
+    q.eliminate_zeros()
+    rows = q.indices.reshape(tuple(int(k) for k in sizes))  # the grouped cell of every cell
+    maps = []
+    for i in range(len(sizes)):
+        line = rows[tuple(slice(None) if j == i else 0 for j in range(len(sizes)))]
+        maps.append(np.unique(line, return_inverse=True)[1].astype(np.int64))
+    again = grouping_query(sizes, maps)
+    if again.shape != q.shape or not np.array_equal(sp.csc_array(again).indices, q.indices):
+        return None
+    return maps
 
 
 def estimate_total(measurements: Sequence[Measurement], domain: Any = None) -> float:
@@ -57,11 +105,12 @@ def estimate_total(measurements: Sequence[Measurement], domain: Any = None) -> f
     for m in measurements:
         if m.sigma is None:  # not a noisy release (a public proxy): says nothing about N
             continue
-        if m.query is None:
+        if m.query is None or is_grouping(m.query):  # every record counted once
             e, var = m.y.sum(), m.sigma**2 * m.y.size
         else:
-            v, *_ = np.linalg.lstsq(m.query.T, np.ones(m.query.shape[1]), rcond=None)
-            if not np.allclose(m.query.T @ v, 1.0, atol=1e-8):
+            q = m.query.toarray() if sp.issparse(m.query) else m.query
+            v, *_ = np.linalg.lstsq(q.T, np.ones(q.shape[1]), rcond=None)
+            if not np.allclose(q.T @ v, 1.0, atol=1e-8):
                 continue
             e, var = float(v @ m.y), m.sigma**2 * float(v @ v)
         num += e / var

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..core import Domain, Measurement, StructuralZero
 from ..core.measurement import estimate_total
@@ -40,6 +41,9 @@ def clique_estimates(measurements: Sequence[Measurement], domain: Domain) -> dic
         y = m.y
         if m.query is not None:
             q = m.query
+            if q.shape[0] < q.shape[1]:  # fewer answers than cells (a grouping): not invertible
+                continue
+            q = q.toarray() if sp.issparse(q) else q
             if np.linalg.matrix_rank(q) < q.shape[1]:
                 continue
             y = np.linalg.lstsq(q, y, rcond=None)[0]

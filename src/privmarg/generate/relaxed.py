@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from ..core import Domain, Measurement, StructuralZero
@@ -134,6 +135,7 @@ class _Queries:
 
     def add(self, attrs: Sequence[str], y: np.ndarray, query: np.ndarray | None, weight: float) -> None:
         if query is not None:
+            query = query.toarray() if sp.issparse(query) else query
             sel = _selection_rows(query)
             if sel is not None:
                 self._add_cells(attrs, sel, y, weight)

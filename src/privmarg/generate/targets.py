@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
-from ..core import Domain, Factor, Measurement, StructuralZero
+from ..core import Domain, Factor, Measurement, StructuralZero, is_grouping
 from ..core.measurement import estimate_total
 
 
@@ -27,10 +28,16 @@ class Target:
 
 
 def cell_values(m: Measurement) -> np.ndarray:
-    """The noisy counts per cell: ``y`` itself, or ``Q^{-1} y`` (least squares when Q is not square)."""
+    """The noisy counts per cell: ``y`` itself, or ``Q^{-1} y`` (least squares when Q is not square;
+    a grouping's count spread evenly over the group's cells)."""
     if m.query is None:
         return m.y
     q = m.query
+    if is_grouping(q):  # least squares with the fewest counts: each group's count spread evenly over its cells
+        q = sp.csr_array(q)
+        return q.T @ (m.y / q.sum(axis=1))
+    if sp.issparse(q):
+        q = q.toarray()
     if q.shape[0] == q.shape[1]:
         try:
             return np.linalg.solve(q, m.y)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import Domain, Measurement
+from ..core import Domain, Measurement, is_grouping
 from ..data.source import ColumnSource, MarginalSource, RecordSource
 from ..privacy import (
     Accountant,
@@ -131,14 +131,21 @@ class MeasurementSession:
 
     # ------------------------------------------------------------------------ releases
     def measure(self, clique: Sequence[str], sigma: float, what: str = "", *, weight: float | None = None,
-                **meta: Any) -> Measurement:
+                query: Any = None, **meta: Any) -> Measurement:
         """Release ``M_clique(D) + N(0, σ²)`` (or ``N_Z(0, σ²)``, see ``noise``) and keep it; charges
-        ``Δ₂²/(2σ²)`` (Δ₂ = 1 or √2). ``weight``: its weight in a generator's loss (default ``1/(2σ²)``)."""
+        ``Δ₂²/(2σ²)`` (Δ₂ = 1 or √2). ``weight``: its weight in a generator's loss (default ``1/(2σ²)``).
+        ``query``: release ``Q·M_clique(D)`` instead, for a ``Q`` that sums cells into groups
+        (:func:`~privmarg.core.measurement.grouping_query`): a record still moves one count, so Δ₂ and
+        the charge are the marginal's. Any other query is refused (its sensitivity would differ)."""
         clique = tuple(clique)
+        if query is not None and not is_grouping(query):
+            raise ValueError(f"measurement on {clique}: a query must sum the cells into groups (0/1, each cell once)")
         (exact,) = self.answers([clique])
+        if query is not None:
+            exact = query @ exact
         y = self._gaussian(exact, sigma, marginal_l2(self.neighbour), what or f"marginal {','.join(clique)}",
                            counts=True)
-        m = Measurement(clique, y, sigma, meta=meta, weight=weight)
+        m = Measurement(clique, y, sigma, query=query, meta=meta, weight=weight)
         self.measurements.append(m)
         return m
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
 from ...core import Domain, Factor, Measurement, StructuralZero
 from ...core.measurement import estimate_total
@@ -135,7 +136,8 @@ class _Problem:
                 curv[sl] += 2 * w
             else:
                 self.linear.append((sl, q, y, w))
-                curv[sl] += 2 * w * np.einsum("ij,ij->j", q, q)
+                curv[sl] += 2 * w * (np.asarray(q.multiply(q).sum(axis=0)).ravel() if sp.issparse(q)
+                                     else np.einsum("ij,ij->j", q, q))
         self.ybar = np.divide(wy, self.W, out=np.zeros(n), where=self.W > 0)
         self.const -= float(self.W @ (self.ybar**2))  # Σ w y² − W ȳ²
         self.curv = np.where(curv > 0, curv, 1.0)

@@ -93,15 +93,20 @@ def _one_way(domain: Domain, cliques, probs) -> list[np.ndarray]:
     return out
 
 
-def _merge_measurements(measurements, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarray, float]]:
-    """:func:`~privmarg.generate.targets.marginal_targets` (repeated cliques merged by their weights,
-    those of loss weight 0 left out) with each merged weight as a noise level ``1/√(2w)``, for
-    estimating N when it is not public."""
+def _as_measurements(measurements) -> list[Measurement]:
+    """:class:`Measurement` objects (tuples ``(attrs, y, sigma)`` accepted), no attribute repeated."""
     ms = [m if isinstance(m, Measurement) else Measurement(*m) for m in measurements]
     for m in ms:
         if len(set(m.attrs)) != len(m.attrs):
             raise ValueError(f"measurement on {m.attrs}: repeated attribute")
-    return [(t.attrs, t.y, 1.0 / math.sqrt(2.0 * t.weight)) for t in marginal_targets(ms, domain)]
+    return ms
+
+
+def _merge_measurements(measurements, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarray, float]]:
+    """:func:`~privmarg.generate.targets.marginal_targets` (repeated cliques merged by their weights,
+    those of loss weight 0 left out) with each merged weight as a noise level ``1/√(2w)``, for
+    estimating N when it is not public."""
+    return [(t.attrs, t.y, 1.0 / math.sqrt(2.0 * t.weight)) for t in marginal_targets(_as_measurements(measurements), domain)]
 
 
 def _valid_cells(domain: Domain, attrs: tuple[str, ...], zeros: list[StructuralZero]) -> np.ndarray | None:

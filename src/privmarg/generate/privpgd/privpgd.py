@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -53,7 +54,9 @@ from ...core.measurement import estimate_total
 from ..neural import torch_device
 from ..state import SKIP, checked_codes, domain_state, plain, read_total
 from .geometry import bin_centres, embed_codes, grid_centres, nearest_codes
-from .measurements import _consistent, _marginal_weights, _merge_measurements, _one_way, _repair_zeros, _valid_cells
+from .grouped import Snap, consistent_mixed, grouped_centres, grouped_valid, place_in_groups, split_grouped
+from .measurements import (_as_measurements, _consistent, _marginal_weights, _merge_measurements, _one_way,
+                           _repair_zeros, _valid_cells)
 from .projection import (_ADAM_EPS, _BETAS, _directions, _torch_seed, project_signed_measures, quantise,
                          sliced_w1, sparse_adam_step)
 from .sorting import _argsort, _argsort_bounded, _Workspace
@@ -77,15 +80,30 @@ Progress = Callable[[int, int, float], None]  # (epoch, epochs, loss)
 class _Target:
     """One measured marginal after projection and quantisation."""
 
-    __slots__ = ("attrs", "cols", "centres", "counts", "prob", "weight")
+    __slots__ = ("attrs", "cols", "centres", "counts", "prob", "weight", "snapped")
 
-    def __init__(self, attrs, cols, centres, counts, prob, weight=1.0):
+    def __init__(self, attrs, cols, centres, counts, prob, weight=1.0, snapped=False):
         self.attrs = attrs
         self.cols = cols
         self.centres = centres
         self.counts = counts
         self.prob = prob
         self.weight = weight
+        self.snapped = snapped  # over grouped values: read the particles snapped to their groups
+
+
+@dataclass
+class _Marginals:
+    """The measurements as PrivPGD fits them: ``(clique, signed counts, σ)`` with each one's shape
+    (fine marginals first, ``n_fine`` of them, then grouped ones over their group counts), the
+    grouped attributes' code → group maps, the cells each may fill (None: all), and N."""
+
+    items: list
+    sizes: list
+    n_fine: int
+    maps: dict
+    valid: list
+    total: float
 
 
 class PrivPGDGenerator:
@@ -289,60 +307,33 @@ class PrivPGDGenerator:
         else:
             ss = np.random.SeedSequence(self.seed)
         ss_proj, ss_quant, ss_opt, ss_order = ss.spawn(4)
-        merged = _merge_measurements(measurements, domain)
-        if not merged:
-            raise ValueError("PrivPGD needs at least one measurement with attributes")
-        if total is None:
-            total = estimate_total([Measurement(a, y, s) for a, y, s in merged], domain)
-        if not (total > 0 and math.isfinite(total)):
-            raise ValueError(f"total must be positive, got {total}")
-        self.total_ = float(total)
         zeros = list(zeros)
-        if self.consistency:
-            merged = _consistent(merged, domain)
-        cliques = [a for a, _, _ in merged]
-        valid = [_valid_cells(domain, a, zeros) for a in cliques]
+        mg = self._marginals(measurements, domain, total, zeros)
+        self.total_ = mg.total
         # 2) projection of each signed marginal onto the simplex
         t0 = time.perf_counter()
         proj_info: dict = {}
         probs = project_signed_measures(
-            [y / self.total_ for _, y, _ in merged], [domain.sizes(a) for a in cliques], valid,
+            [y / self.total_ for _, y, _ in mg.items], mg.sizes, mg.valid,
             iters=self.proj_iters, num_projections=self.proj_num_projections, lr=self.proj_lr,
             step=self.proj_scheduler_step, gamma=self.proj_scheduler_gamma, seed=ss_proj, device=device,
             resample=self.proj_resample, stop_tol=self.proj_stop_tol, check_every=25, info=proj_info)
         t_proj = time.perf_counter() - t0
+        cliques = [a for a, _, _ in mg.items]
+        one_way = _one_way(domain, cliques[:mg.n_fine], probs[:mg.n_fine])  # what the fine marginals imply
         # 1) particles
-        if init_codes is not None:
-            init_codes = np.asarray(init_codes)
-            if init_codes.ndim != 2 or init_codes.shape[1] != len(domain):
-                raise ValueError(f"init_codes must have shape (rows, {len(domain)})")
-            Z0 = torch.as_tensor(embed_codes(init_codes, domain.shape), dtype=torch.float32)
-        else:
-            g = torch.Generator().manual_seed(_torch_seed(ss_opt.spawn(1)[0]))
-            m = self.n_particles if self.n_particles is not None else max(1, int(round(self.total_)))
-            Z0 = torch.rand((m, len(domain)), generator=g, dtype=torch.float32)
-            if self.init == "marginals":
-                # each coordinate drawn independently from its projected 1-way marginal, uniform within
-                # the bin (so the particles start with every 1-way marginal right, and no ties)
-                for j, (a, p1) in enumerate(zip(domain.attrs, _one_way(domain, cliques, probs))):
-                    x = torch.multinomial(torch.as_tensor(p1), m, replacement=True, generator=g)
-                    Z0[:, j] = (x.to(torch.float32) + Z0[:, j]) / domain[a]
-        m = Z0.shape[0]
+        Z0 = self._initial(init_codes, domain, one_way, ss_opt)
         # 3) quantisation (counts per cell, m particles each)
-        gq = torch.Generator().manual_seed(_torch_seed(ss_quant))
-        weights = _marginal_weights([sig for _, _, sig in merged], [domain.size(a) for a in cliques],
-                                    self.total_, self.weight_power)
-        targets = []
-        for a, u, w in zip(cliques, probs, weights):
-            counts = quantise(u, m, gq)
-            targets.append(_Target(a, torch.as_tensor(domain.axes(a), device=device),
-                                   torch.as_tensor(grid_centres(domain.sizes(a)), dtype=torch.float32, device=device),
-                                   torch.as_tensor(counts, device=device), u, float(w)))
+        targets = self._targets(mg, probs, Z0.shape[0], domain, device, ss_quant)
         self.cliques_ = cliques
         self.projected_ = dict(zip(cliques, probs))
         # 4) particle gradient descent
         t0 = time.perf_counter()
-        Z = self._descend(Z0.to(device), targets, constraint, ss_opt, ss_order, progress)
+        snap = Snap(domain, mg.maps, device, torch.float32) if mg.maps else None
+        Z = self._descend(Z0.to(device), targets, constraint, ss_opt, ss_order, progress, snap)
+        if mg.maps:  # inside its group a particle goes where the fine 1-way marginal puts it
+            held = {b for c in cliques[:mg.n_fine] for b in c}
+            Z = place_in_groups(Z, domain, mg.maps, {a: p for a, p in zip(domain.attrs, one_way) if a in held})
         t_opt = time.perf_counter() - t0
         # 5) finalisation
         self.particles_ = Z.detach().cpu()
@@ -352,7 +343,61 @@ class PrivPGDGenerator:
         self.proj_iters_ = max(proj_info.get("iters", [0]))  # iterations run (early stopping may cut them)
         return self
 
-    def _descend(self, Z, targets, constraint, ss_opt, ss_order, progress):
+    def _marginals(self, measurements, domain: Domain, total: float | None, zeros: list) -> _Marginals:
+        """The measurements as signed targets: fine ones merged per clique, grouped ones kept over
+        their groups (:func:`~.grouped.split_grouped`), N (given, or estimated), made consistent
+        (``consistency``), and the cells each may fill (structural zeros)."""
+        fine, grouped, maps = split_grouped(_as_measurements(measurements), domain)
+        merged = _merge_measurements(fine, domain)
+        items = merged + [(g.attrs, g.y, g.sigma) for g in grouped]
+        sizes = [domain.sizes(a) for a, _, _ in merged] + [g.sizes for g in grouped]
+        if not items:
+            raise ValueError("PrivPGD needs at least one measurement with attributes")
+        if total is None:
+            total = estimate_total([Measurement(a, y, s) for a, y, s in items], domain)
+        if not (total > 0 and math.isfinite(total)):
+            raise ValueError(f"total must be positive, got {total}")
+        if self.consistency:
+            ys = consistent_mixed(items, sizes, domain, maps) if grouped else [y for _, y, _ in _consistent(merged, domain)]
+            items = [(a, y, s) for (a, _, s), y in zip(items, ys)]
+        valid = [_valid_cells(domain, a, zeros) for a, _, _ in items]
+        valid[len(merged):] = [grouped_valid(v, domain, g.attrs, maps) for v, g in zip(valid[len(merged):], grouped)]
+        return _Marginals(items, sizes, len(merged), maps, valid, float(total))
+
+    def _initial(self, init_codes, domain: Domain, one_way: list[np.ndarray], ss_opt) -> torch.Tensor:
+        """The starting particles: ``init_codes`` embedded, or ``m`` uniform draws (``init="marginals"``:
+        each coordinate from its projected 1-way marginal, uniform within the bin, so the particles
+        start with every 1-way marginal right, and no ties)."""
+        if init_codes is not None:
+            init_codes = np.asarray(init_codes)
+            if init_codes.ndim != 2 or init_codes.shape[1] != len(domain):
+                raise ValueError(f"init_codes must have shape (rows, {len(domain)})")
+            return torch.as_tensor(embed_codes(init_codes, domain.shape), dtype=torch.float32)
+        g = torch.Generator().manual_seed(_torch_seed(ss_opt.spawn(1)[0]))
+        m = self.n_particles if self.n_particles is not None else max(1, int(round(self.total_)))
+        Z0 = torch.rand((m, len(domain)), generator=g, dtype=torch.float32)
+        if self.init == "marginals":
+            for j, (a, p1) in enumerate(zip(domain.attrs, one_way)):
+                x = torch.multinomial(torch.as_tensor(p1), m, replacement=True, generator=g)
+                Z0[:, j] = (x.to(torch.float32) + Z0[:, j]) / domain[a]
+        return Z0
+
+    def _targets(self, mg: _Marginals, probs, m: int, domain: Domain, device, ss_quant) -> list[_Target]:
+        """Each projected marginal quantised into ``m`` particles' counts per cell, at its cells'
+        positions (a grouped marginal's at its groups'), with its weight (``weight_power``)."""
+        gq = torch.Generator().manual_seed(_torch_seed(ss_quant))
+        weights = _marginal_weights([sig for _, _, sig in mg.items], [int(np.prod(z)) for z in mg.sizes],
+                                    self.total_, self.weight_power)
+        targets = []
+        for i, ((a, _, _), u, w) in enumerate(zip(mg.items, probs, weights)):
+            grouped = i >= mg.n_fine
+            centres = grouped_centres(domain, a, mg.maps) if grouped else grid_centres(domain.sizes(a))
+            targets.append(_Target(a, torch.as_tensor(domain.axes(a), device=device),
+                                   torch.as_tensor(centres, dtype=torch.float32, device=device),
+                                   torch.as_tensor(quantise(u, m, gq), device=device), u, float(w), snapped=grouped))
+        return targets
+
+    def _descend(self, Z, targets, constraint, ss_opt, ss_order, progress, snap=None):
         device = Z.device
         m, d = Z.shape
         gen = torch.Generator(device=device)
@@ -395,11 +440,13 @@ class PrivPGDGenerator:
                     G += gr.to(Z.dtype) * (self.constraint_strength * scale)
                 with torch.no_grad():
                     # batch the marginals of equal arity into one sort
-                    by_r: dict[int, list[int]] = {}
+                    # (grouped targets read the particles snapped to their groups)
+                    by_r: dict[tuple[int, bool], list[int]] = {}
                     for i in batch:
-                        by_r.setdefault(len(targets[i].attrs), []).append(int(i))
-                    for idxs in by_r.values():
-                        lb = self._sw2_grad(Z.detach(), [targets[i] for i in idxs], G, gen, L, scale, ws)
+                        by_r.setdefault((len(targets[i].attrs), targets[i].snapped), []).append(int(i))
+                    for (_, snapped), idxs in by_r.items():
+                        Zin = snap(Z.detach()) if snapped else Z.detach()
+                        lb = self._sw2_grad(Zin, [targets[i] for i in idxs], G, gen, L, scale, ws)
                         losses[idxs] = lb
                     step += 1
                     if sparse:
