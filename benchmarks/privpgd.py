@@ -95,7 +95,8 @@ def build(method: str, args):
     if args.defaults:  # what `privmarg synth --method M` runs: the preset's own defaults
         if method in ("privpgd", "privpgd-fine"):  # -fine: the measurement before grouping (session 33)
             gen = generator_kwargs(args)
-            return PrivPGD(eps, delta, seed=args.seed, grouped=method == "privpgd",
+            share = {} if args.group_share is None else {"group_noise_share": args.group_share}
+            return PrivPGD(eps, delta, seed=args.seed, grouped=method == "privpgd", **share,
                            **({"generator": PrivPGDGenerator(**gen)} if args.gen else {}))
         if method == "aim+privpgd":  # AIM's own selection (replace-one, as PrivPGD's), PrivPGD's particles
             return AIM(eps, delta, seed=args.seed, neighbour="replace_one",
@@ -202,6 +203,7 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "privpgd_adult.jsonl")
     ap.add_argument("--defaults", action="store_true",
                     help="each preset with its own defaults only (what `privmarg synth --method M` runs)")
+    ap.add_argument("--group-share", type=float, default=None, help="PrivPGD's group_noise_share (default its own)")
     ap.add_argument("--dataset", default="adult", help="adult (default), titanic, or a folder of ../shared/data")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--method", help=argparse.SUPPRESS)
@@ -240,6 +242,8 @@ def main():
                 cmd += ["--gen", *args.gen]
             if args.aim_iters is not None:
                 cmd += ["--aim-iters", str(args.aim_iters)]
+            if args.group_share is not None:
+                cmd += ["--group-share", str(args.group_share)]
             if args.device is not None:
                 cmd += ["--device", args.device]
             print(f"run {method} seed {seed} ...", file=sys.stderr, flush=True)

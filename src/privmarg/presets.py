@@ -23,7 +23,7 @@ from .select.compress import Compressed
 from .select.independent import IndependentSelector
 from .select.jam import LOOP as JAM_LOOP
 from .select.jam import PRECISE_FINAL_ITERS, JAMSelector
-from .select.kway import KWaySelector
+from .select.kway import GROUPED_NOISE_SHARE, KWaySelector
 from .select.mst import MSTSelector
 from .select.mwem import MWEMSelector
 from .synth import Synthesizer
@@ -320,10 +320,11 @@ class PrivPGD(Synthesizer):
     (:class:`~privmarg.generate.privpgd.ThresholdConstraint`) its statistic is released at its own
     cost ``ρ_c`` and ``ρ_m = ρ − ρ_c``. Everything after the measurements is post-processing.
 
-    ``grouped`` (the default): the 1-way marginals are measured too, and every wider marginal over
-    columns merged into groups of neighbouring codes, as many as keep its expected L1 noise within
-    a tenth of N (:class:`~privmarg.select.kway.KWaySelector`); the particles fit the grouped
-    marginals by their group and the 1-way marginals place them inside it, with equal weights.
+    ``grouped`` (the default): the 1-way marginals are measured too, and every wider marginal whose
+    expected L1 noise would exceed ``group_noise_share``·N (a quarter) over columns merged into
+    groups of neighbouring codes, as many as keep the noise within it
+    (:class:`~privmarg.select.kway.KWaySelector`); the particles fit the grouped
+    marginals by their group and the 1-way marginals place them inside it.
     On adult at ε = 2.5 this puts PrivPGD ahead of AIM on 2-way SW1 and covariance, where the
     paper's fine all-2-way measurement is behind (benchmarks/RESULTS.md). ``grouped=False`` with
     ``generator=PrivPGDGenerator.paper()`` is the paper's method exactly.
@@ -337,7 +338,8 @@ class PrivPGD(Synthesizer):
     default_neighbour = "replace_one"
 
     def __init__(self, epsilon: float | None = 2.5, delta: float | None = 1e-5, *, degree: int = 2,
-                 cliques: Sequence[Sequence[str]] | None = None, grouped: bool = True, constraint: Any = None,
+                 cliques: Sequence[Sequence[str]] | None = None, grouped: bool = True,
+                 group_noise_share: float = GROUPED_NOISE_SHARE, constraint: Any = None,
                  constraint_strength: float = 1.0, generator: Any = None, n_particles: int | None = None,
                  epochs: int | None = None, batch_size: int | None = None, num_projections: int | None = None,
                  lr: float | None = None, scheduler_step: int | None = None, mask_rate: float | None = None,
@@ -347,21 +349,20 @@ class PrivPGD(Synthesizer):
         from .generate.privpgd import PrivPGDGenerator
 
         self.degree, self.cliques, self.constraint, self.constraint_strength = degree, cliques, constraint, constraint_strength
-        self.grouped = grouped
+        self.grouped, self.group_noise_share = grouped, group_noise_share
         given = dict(n_particles=n_particles, epochs=epochs, batch_size=batch_size, num_projections=num_projections,
                      lr=lr, scheduler_step=scheduler_step, mask_rate=mask_rate, proj_iters=proj_iters,
                      proj_num_projections=proj_num_projections, proj_lr=proj_lr, proj_resample=proj_resample,
                      proj_stop_tol=proj_stop_tol, device=device)
         self.generator_params = {k: v for k, v in given.items() if v is not None}
         self.generator_params["constraint_strength"] = constraint_strength
-        if grouped:  # grouped marginals carry little noise each: weighing them by it only loses
-            self.generator_params["weight_power"] = 0.0
         if generator is None:
             generator = PrivPGDGenerator(**self.generator_params)
         elif isinstance(generator, PrivPGDGenerator) and constraint is not None:
             generator = generator.clone(constraint_strength=float(constraint_strength))
         # a fresh copy per synthesizer: the release fills in the constraint's estimate
-        sel = KWaySelector(degree, cliques, constraint=copy.copy(constraint), grouped=grouped)
+        sel = KWaySelector(degree, cliques, constraint=copy.copy(constraint), grouped=grouped,
+                           noise_share=group_noise_share)
         super().__init__(sel, generator, epsilon=epsilon, delta=delta, **kw)
 
     def fit(self, *args, **kw) -> "PrivPGD":

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .core import query_groups
 from .privacy import rho_by_phase
 from .privacy.risk import risk_panel
 
@@ -234,11 +235,15 @@ class Released:
         return out
 
     def measurements_report(self) -> list[dict]:
+        """Per measurement: its attributes, σ, source (and a grouped one's group count per column)."""
         out = []
         for m in self.measurements_:
             row = {"attrs": list(m.attrs), "sigma": None if m.sigma is None else float(m.sigma), "source": m.source}
             if m.sigma is None and "loss_sigma" in m.meta:
                 row["loss_sigma"] = float(m.meta["loss_sigma"])
+            maps = None if m.query is None else query_groups(m.query, self.domain_.sizes(m.attrs))
+            if maps is not None:  # measured over grouped values: each column's group count
+                row["groups"] = [int(x.max()) + 1 for x in maps]
             out.append(row)
         return out
 

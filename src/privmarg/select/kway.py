@@ -15,8 +15,11 @@ from ..privacy import even_sigma, marginal_l2
 from .base import Context, Selection
 
 
-#: a grouped marginal's expected L1 noise as a share of N, which sets how many groups its columns keep
-GROUPED_NOISE_SHARE = 0.1
+#: a marginal's expected L1 noise as a share of N above which it is measured over grouped columns, and
+#: how many groups they keep: on adult (N = 48,842) a quarter gives 24 groups a column, on titanic
+#: (N = 1,004) 4; a tenth was as good on adult and far worse on titanic, where it leaves 2
+#: (benchmarks/history/methods.md, "PrivPGD on grouped 2-way marginals")
+GROUPED_NOISE_SHARE = 0.25
 
 
 def group_count(sigma: float, rows: float, arity: int, share: float = GROUPED_NOISE_SHARE) -> int:
@@ -37,9 +40,12 @@ class KWaySelector:
     """Measure all ``degree``-way marginals (or the given ``cliques``), each with the same σ.
 
     ``grouped``: every 1-way marginal is measured too, and each marginal of two or more columns is
-    measured over columns merged into runs of neighbouring codes (:func:`contiguous_groups`), as
-    many groups as keep its expected L1 noise within a tenth of N (:func:`group_count`; N, or under
-    add/remove its estimate from the 1-way measurements, measured first). Each grouped count
+    measured over its columns merged into runs of neighbouring codes (:func:`contiguous_groups`),
+    as many groups as keep a marginal of that many values a column within an expected L1 noise of
+    ``noise_share``·N (:func:`group_count`; N, or under add/remove its estimate from the 1-way
+    measurements, measured first); a column with no more values keeps its own. (Keeping a pair
+    fine wherever its own noise was within that share cost adult's covariance: 0.049 against
+    0.042, seed 0; it changed nothing on titanic.) Each grouped count
     is a sum of cells, so the charge per marginal is unchanged; σ is even over all the marginals.
     With a ``constraint`` whose statistic must be released (PrivPGD's thresholding constraint), the
     statistic is released after the marginals at the constraint's own cost ``ρ_c`` (the rest of the
@@ -49,13 +55,16 @@ class KWaySelector:
     name = "kway"
 
     def __init__(self, degree: int = 2, cliques: Sequence[Sequence[str]] | None = None, constraint: Any = None,
-                 grouped: bool = False):
+                 grouped: bool = False, noise_share: float = GROUPED_NOISE_SHARE):
         if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
             raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
         self.degree = degree
         self.cliques = None if cliques is None else [tuple(c) for c in cliques]
         self.constraint = constraint
         self.grouped = bool(grouped)
+        if not (0 < noise_share and math.isfinite(noise_share)):
+            raise ValueError(f"noise_share must be positive and finite, got {noise_share!r}")
+        self.noise_share = float(noise_share)
 
     def _cliques(self, dom: Domain) -> list[tuple[str, ...]]:
         if self.cliques is not None:
@@ -83,7 +92,7 @@ class KWaySelector:
         for c in ones:
             session.measure(c, sigma, what=f"marginal {c[0]}")
         rows = ctx.total if ctx.total is not None else estimate_total(session.measurements)
-        g = group_count(sigma, rows, max((len(c) for c in wide), default=1))
+        g = group_count(sigma, rows, max((len(c) for c in wide), default=1), self.noise_share)
         for c in wide:
             groups = [contiguous_groups(dom[a], g) for a in c]
             if all(x is None for x in groups):

@@ -4,8 +4,8 @@ the fine marginals, fitted by particles snapped to their group, and the particle
 their groups by the fine 1-way marginals. All post-processing of released measurements.
 
 Why: a 2-way marginal of two 100-value columns has 10,000 cells, and at PrivPGD's even split its
-noise sums to several times N; the same pair over 16 groups each has 256 cells and a tenth of the
-noise (benchmarks/history/methods.md, "PrivPGD on grouped 2-way marginals").
+noise sums to several times N; the same pair over 24 groups each has 576 cells and a quarter of N
+in noise (benchmarks/history/methods.md, "PrivPGD on grouped 2-way marginals").
 """
 
 from __future__ import annotations
@@ -143,22 +143,23 @@ def group_centres(k: int, groups: np.ndarray) -> np.ndarray:
     return np.bincount(groups, weights=bin_centres(k), minlength=n) / np.bincount(groups, minlength=n)
 
 
-def grouped_centres(domain: Domain, attrs: tuple[str, ...], maps: dict[str, np.ndarray]) -> np.ndarray:
-    """The embedded cells of a grouped marginal, ``(cells) × r``, row-major (fine attributes at their
-    bin centres)."""
-    axes = [group_centres(domain[a], maps[a]) if a in maps else bin_centres(domain[a]) for a in attrs]
+def grouped_centres(domain: Domain, attrs: tuple[str, ...], kept: Sequence[bool],
+                    maps: dict[str, np.ndarray]) -> np.ndarray:
+    """The embedded cells of a grouped marginal, ``(cells) × r``, row-major (``kept`` attributes, over
+    their own codes, at their bin centres)."""
+    axes = [bin_centres(domain[a]) if keep else group_centres(domain[a], maps[a]) for a, keep in zip(attrs, kept)]
     mesh = np.meshgrid(*axes, indexing="ij")
     return np.stack([x.ravel() for x in mesh], axis=-1)
 
 
-def grouped_valid(valid: np.ndarray | None, domain: Domain, attrs: tuple[str, ...],
+def grouped_valid(valid: np.ndarray | None, domain: Domain, attrs: tuple[str, ...], sizes: Sequence[int],
                   maps: dict[str, np.ndarray]) -> np.ndarray | None:
-    """A grouped cell may carry mass when any of its cells may (structural zeros)."""
+    """A grouped cell (``sizes``: the marginal's shape) may carry mass when any of its cells may."""
     if valid is None:
         return None
     arr = valid.reshape(domain.sizes(attrs)).astype(float)
     for ax, a in enumerate(attrs):
-        if a in maps:
+        if sizes[ax] != domain[a]:
             arr = np.apply_along_axis(lambda v, g=maps[a]: np.bincount(g, weights=v), ax, arr)
     return arr.ravel() > 0
 

@@ -361,7 +361,7 @@ class PrivPGDGenerator:
             ys = consistent_mixed(items, sizes, domain, maps) if grouped else [y for _, y, _ in _consistent(merged, domain)]
             items = [(a, y, s) for (a, _, s), y in zip(items, ys)]
         valid = [_valid_cells(domain, a, zeros) for a, _, _ in items]
-        valid[len(merged):] = [grouped_valid(v, domain, g.attrs, maps) for v, g in zip(valid[len(merged):], grouped)]
+        valid[len(merged):] = [grouped_valid(v, domain, g.attrs, g.sizes, maps) for v, g in zip(valid[len(merged):], grouped)]
         return _Marginals(items, sizes, len(merged), maps, valid, float(total))
 
     def _initial(self, init_codes, domain: Domain, one_way: list[np.ndarray], ss_opt) -> torch.Tensor:
@@ -383,16 +383,29 @@ class PrivPGDGenerator:
         return Z0
 
     def _targets(self, mg: _Marginals, probs, m: int, domain: Domain, device, ss_quant) -> list[_Target]:
-        """Each projected marginal quantised into ``m`` particles' counts per cell, at its cells'
-        positions (a grouped marginal's at its groups'), with its weight (``weight_power``)."""
+        """Each projected marginal to fit quantised into ``m`` particles' counts per cell, at its
+        cells' positions (a grouped marginal's at its groups'), with its weight (``weight_power``)."""
         gq = torch.Generator().manual_seed(_torch_seed(ss_quant))
-        weights = _marginal_weights([sig for _, _, sig in mg.items], [int(np.prod(z)) for z in mg.sizes],
+        fitted = list(range(len(mg.items)))
+        if mg.maps:
+            # with grouped marginals a 1-way marginal of an attribute that a wider one holds is not
+            # fitted: consistency has put it into the wider ones' margins, and it places the
+            # particles inside their groups afterwards; fitted too, at the weight of its small noise,
+            # it crowded the wider ones out (salary: covariance 0.15 against 0.016)
+            wider = {b for a, _, _ in mg.items if len(a) > 1 for b in a}
+            fitted = [i for i in fitted if not (len(mg.items[i][0]) == 1 and mg.items[i][0][0] in wider)]
+        weights = _marginal_weights([mg.items[i][2] for i in fitted], [int(np.prod(mg.sizes[i])) for i in fitted],
                                     self.total_, self.weight_power)
         targets = []
-        for i, ((a, _, _), u, w) in enumerate(zip(mg.items, probs, weights)):
+        d = len(domain)
+        for i, w in zip(fitted, weights):
+            a, u = mg.items[i][0], probs[i]
             grouped = i >= mg.n_fine
-            centres = grouped_centres(domain, a, mg.maps) if grouped else grid_centres(domain.sizes(a))
-            targets.append(_Target(a, torch.as_tensor(domain.axes(a), device=device),
+            kept = [n == domain[b] for b, n in zip(a, mg.sizes[i])]  # axes over their own codes
+            centres = grouped_centres(domain, a, kept, mg.maps) if grouped else grid_centres(domain.sizes(a))
+            # a grouped axis reads the snapped copy of its column (column d + j, see _descend)
+            cols = [j if keep or not grouped else d + j for j, keep in zip(domain.axes(a), kept)]
+            targets.append(_Target(a, torch.as_tensor(cols, device=device),
                                    torch.as_tensor(centres, dtype=torch.float32, device=device),
                                    torch.as_tensor(quantise(u, m, gq), device=device), u, float(w), snapped=grouped))
         return targets
@@ -439,15 +452,21 @@ class PrivPGDGenerator:
                     (gr,) = torch.autograd.grad(penalty(Zc), Zc)
                     G += gr.to(Z.dtype) * (self.constraint_strength * scale)
                 with torch.no_grad():
-                    # batch the marginals of equal arity into one sort
-                    # (grouped targets read the particles snapped to their groups)
+                    # batch the marginals of equal arity into one sort; grouped targets read the
+                    # particles beside their snapped copy (columns d.. of a (m, 2d) layout), and the
+                    # copy's gradient moves the particles themselves
                     by_r: dict[tuple[int, bool], list[int]] = {}
                     for i in batch:
                         by_r.setdefault((len(targets[i].attrs), targets[i].snapped), []).append(int(i))
                     for (_, snapped), idxs in by_r.items():
-                        Zin = snap(Z.detach()) if snapped else Z.detach()
-                        lb = self._sw2_grad(Zin, [targets[i] for i in idxs], G, gen, L, scale, ws)
-                        losses[idxs] = lb
+                        tgts = [targets[i] for i in idxs]
+                        if snapped:
+                            G2 = torch.zeros((m, 2 * d), dtype=Z.dtype, device=device)
+                            losses[idxs] = self._sw2_grad(torch.cat([Z.detach(), snap(Z.detach())], 1), tgts, G2,
+                                                          gen, L, scale, ws)
+                            G += G2[:, :d] + G2[:, d:]
+                        else:
+                            losses[idxs] = self._sw2_grad(Z.detach(), tgts, G, gen, L, scale, ws)
                     step += 1
                     if sparse:
                         keep = torch.rand((m, d), generator=gen, device=device) >= self.mask_rate
