@@ -599,6 +599,54 @@ def test_mixed_consistency_agrees_on_values_and_groups():
     assert np.allclose(pab.sum(1), t) and np.allclose(fa, ya + ((t - yf) / 2)[g])
 
 
+def test_mixed_consistency_with_unequal_groups_keeps_one_total():
+    from privmarg.generate.privpgd.grouped import consistent_mixed
+
+    dom = Domain(["a", "b"], [7, 4])
+    g = np.array([0, 0, 0, 1, 1, 2, 2])  # groups of 3, 2 and 2 values
+    rng = np.random.default_rng(3)
+    true = rng.dirichlet(np.ones(28)).reshape(7, 4) * 1000
+    coarse = np.stack([true[g == k].sum(0) for k in range(3)])
+    items = [(("a",), true.sum(1) + rng.normal(0, 4, 7), 4.0), (("b",), true.sum(0) + rng.normal(0, 1, 4), 1.0),
+             (("a", "b"), coarse.ravel() + rng.normal(0, 3, 12), 3.0)]
+    fa, fb, pab = consistent_mixed(items, [(7,), (4,), (3, 4)], dom, {"a": g})
+    pab = pab.reshape(3, 4)
+    assert fa.sum() == pytest.approx(fb.sum(), rel=1e-12) and fa.sum() == pytest.approx(pab.sum(), rel=1e-12)
+    assert np.allclose(np.bincount(g, weights=fa), pab.sum(1)) and np.allclose(fb, pab.sum(0))
+
+
+def test_grouped_measurements_split_by_their_own_shapes():
+    """A column grouped in one pair and whole in another, a clique measured at two shapes, and a
+    grouping that only permutes codes: each marginal is read in its own layout."""
+    from privmarg.core import grouping_query
+    from privmarg.generate.privpgd.grouped import split_grouped
+
+    dom = Domain(["a", "b", "c"], [6, 4, 3])
+    rng = np.random.default_rng(0)
+    codes = np.column_stack([rng.integers(0, k, 500) for k in dom.shape])
+    data = Dataset(codes, dom)
+    ga, gb = np.array([0, 0, 1, 1, 2, 2]), np.array([0, 0, 1, 1])
+    q_ab = grouping_query([6, 4], [ga, gb])
+    q_ca = grouping_query([3, 6], [None, ga])  # attrs out of domain order
+    q_ac = grouping_query([6, 3], [None, np.array([0, 0, 1])])  # a whole, c grouped
+    q_bc = grouping_query([4, 3], [None, np.array([2, 0, 1])])  # c's codes permuted: the fine path
+    ms = [Measurement(("a", "b"), q_ab @ data.project(("a", "b")), 1.0, query=q_ab),
+          Measurement(("c", "a"), q_ca @ data.project(("c", "a")), 1.0, query=q_ca),
+          Measurement(("a", "c"), q_ac @ data.project(("a", "c")), 1.0, query=q_ac),
+          Measurement(("b", "c"), q_bc @ data.project(("b", "c")), 1.0, query=q_bc)]
+    fine, grouped, maps = split_grouped(ms, dom)
+    assert [m.attrs for m in fine] == [("b", "c")] and set(maps) == {"a", "b", "c"}
+    got = {(t.attrs, t.sizes): t.y.reshape(t.sizes) for t in grouped}
+    def want(attrs, groups):
+        out = np.zeros([int(x.max()) + 1 for x in groups])
+        np.add.at(out, tuple(x[codes[:, dom.attrs.index(a)]] for a, x in zip(attrs, groups)), 1)
+        return out
+    ident = lambda k: np.arange(k)  # noqa: E731
+    assert np.array_equal(got[(("a", "b"), (3, 2))], want(("a", "b"), [ga, gb]))
+    assert np.array_equal(got[(("a", "c"), (3, 3))], want(("a", "c"), [ga, ident(3)]))
+    assert np.array_equal(got[(("a", "c"), (6, 2))], want(("a", "c"), [ident(6), np.array([0, 0, 1])]))
+
+
 def test_particles_are_placed_inside_their_groups_by_the_fine_shares():
     from privmarg.generate.privpgd.grouped import place_in_groups
 

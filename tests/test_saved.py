@@ -538,3 +538,11 @@ def test_grouped_measurements_are_saved_sparse_and_checked_on_load(tmp_path):
     path = m.save(tmp_path / "bad")
     _rewrite(path, bad_index)
     _one_line_error(path, "corrupted")
+
+    def huge_shape(info, arrays):  # a query claiming 2^40 cells: refused before anything is built
+        entry = next(e["query"] for e in info["measurements"] if isinstance(e["query"], dict))
+        entry["shape"][1] = 2**40
+
+    path = m.save(tmp_path / "huge")
+    _rewrite(path, huge_shape)
+    assert "not [" in _one_line_error(path, "corrupted")

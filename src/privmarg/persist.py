@@ -182,14 +182,19 @@ def _measurement_state(m: Measurement, i: int, arrays: dict) -> dict:
     return out
 
 
-def _saved_query(entry: Any, arrays: dict) -> Any:
-    """A measurement's saved query back: None, a dense array, or a sparse one (checked: indices in
-    range, pointers in order)."""
+def _saved_query(entry: Any, arrays: dict, shape: tuple[int, int]) -> Any:
+    """A measurement's saved query back: None, a dense array, or a sparse one, of ``shape`` (answers
+    × the clique's cells; checked, as are the sparse indices and pointers)."""
     if entry is None:
         return None
     if isinstance(entry, str):
-        return arrays[entry]
-    key, shape = entry["sparse"], tuple(int(x) for x in entry["shape"])
+        q = arrays[entry]
+        if q.shape != shape:
+            raise ValueError(f"a measurement's query has shape {q.shape}, not {shape}")
+        return q
+    key = entry["sparse"]
+    if [int(x) for x in entry["shape"]] != list(shape):
+        raise ValueError(f"a measurement's query has shape {entry['shape']}, not {list(shape)}")
     q = sp.csr_array((arrays[f"{key}.data"], arrays[f"{key}.indices"], arrays[f"{key}.indptr"]), shape=shape)
     q.check_format(full_check=True)
     return q
@@ -341,7 +346,7 @@ def _build(info: dict, arrays: dict, path: Path) -> SavedSynthesizer:
         raise ValueError("the ledger does not add up to rho_spent")
     measurements = []
     for m in info["measurements"]:
-        q = _saved_query(m.get("query"), arrays)
+        q = _saved_query(m.get("query"), arrays, (arrays[m["y"]].size, domain.size(tuple(m["attrs"]))))
         measurements.append(Measurement(tuple(m["attrs"]), arrays[m["y"]], m["sigma"], query=q,
                                         source=m["source"], meta=dict(m.get("meta") or {}), weight=m["weight"]))
     zeros = [StructuralZero(tuple(z["attrs"]), arrays[z["mask"]]) for z in info.get("zeros", [])]

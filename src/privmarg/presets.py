@@ -320,9 +320,9 @@ class PrivPGD(Synthesizer):
     (:class:`~privmarg.generate.privpgd.ThresholdConstraint`) its statistic is released at its own
     cost ``ρ_c`` and ``ρ_m = ρ − ρ_c``. Everything after the measurements is post-processing.
 
-    ``grouped`` (the default): the 1-way marginals are measured too, and every wider marginal whose
-    expected L1 noise would exceed ``group_noise_share``·N (a quarter) over columns merged into
-    groups of neighbouring codes, as many as keep the noise within it
+    ``grouped`` (the default): the 1-way marginals are measured too, and every wider marginal over
+    its columns merged into groups of neighbouring codes, as many as keep such a marginal's
+    expected L1 noise within ``group_noise_share``·N (a quarter)
     (:class:`~privmarg.select.kway.KWaySelector`); the particles fit the grouped
     marginals by their group and the 1-way marginals place them inside it.
     On adult at ε = 2.5 this puts PrivPGD ahead of AIM on 2-way SW1 and covariance, where the

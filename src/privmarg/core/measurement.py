@@ -74,7 +74,7 @@ def is_grouping(q: Any) -> bool:
     """Whether a query sums cells into groups: 0/1 entries, every cell in exactly one row."""
     if q is None:
         return False
-    q = sp.csc_array(q)
+    q = sp.csc_array(q, copy=True)  # the caller's matrix is not tidied in place
     q.sum_duplicates()
     q.eliminate_zeros()
     return bool(np.all(np.diff(q.indptr) == 1) and np.all(q.data == 1.0))
@@ -83,9 +83,9 @@ def is_grouping(q: Any) -> bool:
 def query_groups(q: Any, sizes: Sequence[int]) -> list[np.ndarray] | None:
     """Per attribute, its codes' groups when ``q`` is a :func:`grouping_query` over ``sizes`` (the
     inverse of that function); None for any other query."""
-    if q is None or not is_grouping(q) or q.shape[1] != int(np.prod(sizes)):
+    if q is None or q.shape[1] != int(np.prod(sizes)) or not is_grouping(q):
         return None
-    q = sp.csc_array(q)
+    q = sp.csc_array(q, copy=True)
     q.sum_duplicates()
     q.eliminate_zeros()
     rows = q.indices.reshape(tuple(int(k) for k in sizes))  # the grouped cell of every cell

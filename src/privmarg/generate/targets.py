@@ -35,7 +35,8 @@ def cell_values(m: Measurement) -> np.ndarray:
     q = m.query
     if is_grouping(q):  # least squares with the fewest counts: each group's count spread evenly over its cells
         q = sp.csr_array(q)
-        return q.T @ (m.y / q.sum(axis=1))
+        size = q.sum(axis=1)
+        return q.T @ np.divide(m.y, size, out=np.zeros(size.shape), where=size > 0)
     if sp.issparse(q):
         q = q.toarray()
     if q.shape[0] == q.shape[1]:

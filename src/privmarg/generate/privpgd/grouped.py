@@ -34,42 +34,50 @@ class Grouped:
 def split_grouped(measurements: Sequence[Measurement], domain: Domain
                   ) -> tuple[list[Measurement], list[Grouped], dict[str, np.ndarray]]:
     """(the measurements fitted as fine marginals, the grouped marginals, each grouped attribute's
-    code → group map). A measurement is kept grouped when its query is a product grouping and every
-    attribute it groups is grouped the same way by all of them; any other stays with the fine ones
-    (whose targets spread a group's count evenly over its cells). Loss weight 0 is left out; repeated
-    grouped cliques are merged by their weights."""
+    code → group map). A measurement is kept grouped when its query is a product grouping whose
+    every attribute either keeps its codes in order or is grouped, the same way by all of them; any
+    other stays with the fine ones (whose targets spread a group's count evenly over its cells).
+    Loss weight 0 is left out; repeated grouped cliques of one shape are merged by their weights."""
     found = []
     maps: dict[str, np.ndarray] = {}
     clash: set[str] = set()
     for m in measurements:
         g = query_groups(m.query, domain.sizes(m.attrs)) if m.query is not None and m.weight else None
-        coarse = g is not None and any(int(x.max()) + 1 < domain[a] for a, x in zip(m.attrs, g))
+        if g is not None and any(_reordered(domain, a, x) for a, x in zip(m.attrs, g)):
+            g = None  # codes kept but permuted: the fine path undoes the query
+        coarse = g is not None and any(_merges(domain, a, x) for a, x in zip(m.attrs, g))
         found.append(g if coarse else None)
         for a, x in zip(m.attrs, g if coarse else ()):
-            if int(x.max()) + 1 == domain[a]:
+            if not _merges(domain, a, x):
                 continue
             if a in maps and not np.array_equal(maps[a], x):
                 clash.add(a)
             maps.setdefault(a, x)
     fine, acc = [], {}
     for m, g in zip(measurements, found):
-        if g is None or any(a in clash for a, x in zip(m.attrs, g) if int(x.max()) + 1 < domain[a]):
+        if g is None or any(a in clash for a, x in zip(m.attrs, g) if _merges(domain, a, x)):
             fine.append(m)
             continue
         canon = domain.canonical(m.attrs)
+        order = [m.attrs.index(a) for a in canon]
         sizes = [int(x.max()) + 1 for x in g]
-        y = np.asarray(m.y, dtype=float).reshape(sizes).transpose([m.attrs.index(a) for a in canon]).ravel()
-        slot = acc.setdefault(canon, [0.0, 0.0])
+        y = np.asarray(m.y, dtype=float).reshape(sizes).transpose(order).ravel()
+        slot = acc.setdefault((canon, tuple(sizes[i] for i in order)), [0.0, 0.0])
         slot[0] = slot[0] + m.weight * y
         slot[1] += float(m.weight)
-    grouped = [Grouped(c, num / w, 1.0 / np.sqrt(2.0 * w), tuple(_group_count(domain, maps, a) for a in c))
-               for c, (num, w) in acc.items()]
+    grouped = [Grouped(c, num / w, 1.0 / np.sqrt(2.0 * w), sizes) for (c, sizes), (num, w) in acc.items()]
     used = {a for t in grouped for a in t.attrs}
     return fine, grouped, {a: x for a, x in maps.items() if a in used and a not in clash}
 
 
-def _group_count(domain: Domain, maps: dict[str, np.ndarray], attr: str) -> int:
-    return int(maps[attr].max()) + 1 if attr in maps else domain[attr]
+def _merges(domain: Domain, attr: str, groups: np.ndarray) -> bool:
+    """Whether a grouping of the attribute's codes merges any of them."""
+    return int(groups.max()) + 1 < domain[attr]
+
+
+def _reordered(domain: Domain, attr: str, groups: np.ndarray) -> bool:
+    """Whether a grouping keeps every code on its own but not in their order."""
+    return not _merges(domain, attr, groups) and not np.array_equal(groups, np.arange(domain[attr]))
 
 
 def consistent_mixed(items: list[tuple[tuple[str, ...], np.ndarray, float]], sizes: list[tuple[int, ...]],
@@ -106,6 +114,7 @@ def consistent_mixed(items: list[tuple[tuple[str, ...], np.ndarray, float]], siz
             members = np.bincount(g, minlength=mc.size)
             yf = np.bincount(g, weights=mf, minlength=mc.size)  # the fine estimate's group totals
             t = (yf / (members * vf) + mc / vc) / (1.0 / (members * vf) + 1.0 / vc)
+            t += (mf.sum() - t.sum()) / t.size  # the common total again (unequal groups weigh unequally)
             fine_target, coarse_target = mf + ((t - yf) / members)[g], t
         else:
             fine_target = None if x_f is None else x_f[0]
@@ -207,7 +216,8 @@ def place_in_groups(Z: torch.Tensor, domain: Domain, maps: dict[str, np.ndarray]
             t = (np.arange(idx.size) + 0.5) / idx.size
             c = np.minimum(np.searchsorted(cdf, t, side="right"), codes.size - 1)
             below = np.concatenate([[0.0], cdf])[c]
-            u = np.clip((t - below) / np.maximum(q[c], 1e-12), 1e-6, 1.0 - 1e-6)  # inside the bin
+            # inside the bin, clear of its edges in float32 (ceil(k·z) − 1 reads the code back)
+            u = np.clip((t - below) / np.maximum(q[c], 1e-12), 1e-3, 1.0 - 1e-3)
             out[order] = (codes[c] + u) / k
         Z[:, j] = torch.as_tensor(out, dtype=Z.dtype, device=Z.device)
     return Z

@@ -177,7 +177,8 @@ class PrivPGDGenerator:
     device: ``None``/"auto" (CUDA if available), "cpu", "cuda", ...; ``seed``: int or SeedSequence.
 
     Fitted attributes: ``particles_`` (m × d float32 tensor on CPU), ``codes_`` (m × d int64),
-    ``cliques_``, ``projected_`` (clique → probability vector, row-major over the clique),
+    ``cliques_``, ``projected_`` (clique → probability vector, row-major over the clique, or over
+    its groups where it was measured grouped),
     ``history_`` (loss per epoch: sum over marginals of the last SW2² seen), ``timings_``,
     ``total_`` (the record count used to normalise), ``device_``.
     """
