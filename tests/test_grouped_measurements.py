@@ -128,7 +128,7 @@ def test_group_count_closed_form():
         g = group_count(sigma, rows, arity)
         noise = lambda k: math.sqrt(2 / math.pi) * sigma * k**arity  # noqa: E731
         assert noise(g) <= 0.25 * rows < noise(g + 1)
-    assert group_count(1e6, 10, 2) == 2  # never fewer than two groups
+    assert group_count(1e6, 10, 2) == 4  # never fewer than four groups (MIN_GROUPS)
     assert contiguous_groups(5, 8) is None
     g = contiguous_groups(100, 16)
     assert g.min() == 0 and g.max() == 15 and np.all(np.diff(g) >= 0)
