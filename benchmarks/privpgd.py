@@ -3,7 +3,7 @@
 Setting: all 2-way marginals, (ε, δ) = (2.5, 1e-5), replace-one neighbouring for every method
 (the paper's AIM/MST baselines use the bounded relation too), AIM with the all-2way workload and an
 80 MB model cap, MST as is (with its domain compression). PrivPGD with the generator's defaults (the
-fast CPU profile: N particles, 200 epochs, projection with 32 fixed directions and early stopping;
+fast CPU profile: N particles, 400 epochs, projection with 32 fixed directions and early stopping;
 see ``PrivPGDGenerator``), or with ``--paper`` the paper's hyperparameters (100k particles, 1000
 epochs, batches of 5, 10 directions, 80% masking; projection 1750 iterations × 200 fresh
 directions). ``--particles/--epochs/--proj-iters`` override single settings. Optionally

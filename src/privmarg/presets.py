@@ -325,8 +325,8 @@ class PrivPGD(Synthesizer):
     expected L1 noise within ``group_noise_share``·N (a quarter)
     (:class:`~privmarg.select.kway.KWaySelector`); the particles fit the grouped
     marginals by their group and the 1-way marginals place them inside it.
-    On adult at ε = 2.5 this puts PrivPGD ahead of AIM on 2-way SW1 and, on average, on the
-    covariance, where the paper's fine all-2-way measurement is behind on both (benchmarks/RESULTS.md). ``grouped=False`` with
+    On adult at ε = 2.5 this puts PrivPGD ahead of AIM on 2-way SW1 and covariance, where the
+    paper's fine all-2-way measurement is behind on both (benchmarks/RESULTS.md). ``grouped=False`` with
     ``generator=PrivPGDGenerator.paper()`` is the paper's method exactly.
 
     Parameters: ``degree`` (2) or explicit ``cliques``; ``constraint`` and ``constraint_strength``
