@@ -461,7 +461,7 @@ def test_weighted_descent_follows_the_reliable_marginals():
 
 def test_consistency_step_agrees_on_shared_attributes_by_inverse_variance():
     from privmarg.core import Domain
-    from privmarg.generate.privpgd.privpgd import _consistent
+    from privmarg.generate.privpgd.measurements import _consistent
 
     dom = Domain(["a", "b", "c"], [3, 4, 5])
     rng = np.random.default_rng(0)

@@ -53,6 +53,14 @@ class Measurement:
             object.__setattr__(self, "query", q)
 
 
+def _grouped_cells(sizes: Sequence[int], maps: Sequence[np.ndarray]) -> np.ndarray:
+    """The grouped cell of every cell of a marginal over ``sizes`` (row-major both ways)."""
+    rows = np.zeros(1, dtype=np.int64)
+    for m in maps:
+        rows = (rows[:, None] * (int(m.max()) + 1) + m[None, :]).ravel()
+    return rows
+
+
 def grouping_query(sizes: Sequence[int], groups: Sequence[np.ndarray | None]) -> sp.csr_array:
     """The 0/1 map summing a marginal over attributes of ``sizes`` (flat, row-major) into cells of
     grouped values: ``groups[i]`` maps attribute ``i``'s codes to groups ``0..g_i − 1`` (None keeps
@@ -62,39 +70,38 @@ def grouping_query(sizes: Sequence[int], groups: Sequence[np.ndarray | None]) ->
     for k, m in zip(sizes, maps):
         if m.shape != (int(k),) or m.min() < 0 or np.unique(m).size != m.max() + 1:
             raise ValueError(f"a grouping of {k} codes must map them onto 0..g-1, every group used")
-    rows = np.zeros(1, dtype=np.int64)
-    for m in maps:
-        rows = (rows[:, None] * (int(m.max()) + 1) + m[None, :]).ravel()
-    n = rows.size
-    shape = (int(np.prod([int(m.max()) + 1 for m in maps])), n)
-    return sp.csr_array((np.ones(n), (rows, np.arange(n))), shape=shape)
+    rows = _grouped_cells(sizes, maps)
+    shape = (int(np.prod([int(m.max()) + 1 for m in maps])), rows.size)
+    return sp.csr_array((np.ones(rows.size), (rows, np.arange(rows.size))), shape=shape)
+
+
+def _group_of_cells(q: Any) -> np.ndarray | None:
+    """The row each cell (column) of ``q`` sums into, when ``q`` is a grouping (0/1 entries, every
+    cell in exactly one row); None otherwise. The caller's matrix is not changed."""
+    q = sp.csc_array(q, copy=True)
+    q.sum_duplicates()
+    q.eliminate_zeros()
+    return q.indices if np.all(np.diff(q.indptr) == 1) and np.all(q.data == 1.0) else None
 
 
 def is_grouping(q: Any) -> bool:
     """Whether a query sums cells into groups: 0/1 entries, every cell in exactly one row."""
-    if q is None:
-        return False
-    q = sp.csc_array(q, copy=True)  # the caller's matrix is not tidied in place
-    q.sum_duplicates()
-    q.eliminate_zeros()
-    return bool(np.all(np.diff(q.indptr) == 1) and np.all(q.data == 1.0))
+    return q is not None and _group_of_cells(q) is not None
 
 
 def query_groups(q: Any, sizes: Sequence[int]) -> list[np.ndarray] | None:
     """Per attribute, its codes' groups when ``q`` is a :func:`grouping_query` over ``sizes`` (the
     inverse of that function); None for any other query."""
-    if q is None or q.shape[1] != int(np.prod(sizes)) or not is_grouping(q):
+    if q is None or q.shape[1] != int(np.prod(sizes)):
         return None
-    q = sp.csc_array(q, copy=True)
-    q.sum_duplicates()
-    q.eliminate_zeros()
-    rows = q.indices.reshape(tuple(int(k) for k in sizes))  # the grouped cell of every cell
-    maps = []
-    for i in range(len(sizes)):
-        line = rows[tuple(slice(None) if j == i else 0 for j in range(len(sizes)))]
-        maps.append(np.unique(line, return_inverse=True)[1].astype(np.int64))
-    again = grouping_query(sizes, maps)
-    if again.shape != q.shape or not np.array_equal(sp.csc_array(again).indices, q.indices):
+    rows = _group_of_cells(q)
+    if rows is None:
+        return None
+    cells = rows.reshape(tuple(int(k) for k in sizes))
+    maps = [np.unique(cells[tuple(slice(None) if j == i else 0 for j in range(len(sizes)))],
+                      return_inverse=True)[1].astype(np.int64) for i in range(len(sizes))]
+    groups = int(np.prod([int(m.max()) + 1 for m in maps]))
+    if groups != q.shape[0] or not np.array_equal(_grouped_cells(sizes, maps), rows):
         return None
     return maps
 

@@ -15,15 +15,12 @@ from ..privacy import even_sigma, marginal_l2
 from .base import Context, Selection
 
 
-#: a marginal's expected L1 noise as a share of N above which it is measured over grouped columns, and
-#: how many groups they keep: on adult (N = 48,842) a quarter gives 24 groups a column, on titanic
-#: (N = 1,004) 4; a tenth was as good on adult and far worse on titanic, where it leaves 2
-#: (benchmarks/history/methods.md, "PrivPGD on grouped 2-way marginals")
+#: a grouped marginal's expected L1 noise as a share of N, which sets how many groups its columns keep
+#: (24 a column on adult at ε = 2.5, 4 on titanic; a tenth was chosen first and lost on both:
+#: benchmarks/history/methods.md, "PrivPGD on grouped 2-way marginals")
 GROUPED_NOISE_SHARE = 0.25
 
-
 #: the fewest groups a column keeps: with 2 a pair tells little more than the sign of its association
-#: (titanic at ε = 2.5, where the noise rule gave 2, lost to the fine measurement)
 MIN_GROUPS = 4
 
 
@@ -48,9 +45,7 @@ class KWaySelector:
     measured over its columns merged into runs of neighbouring codes (:func:`contiguous_groups`),
     as many groups as keep a marginal of that many values a column within an expected L1 noise of
     ``noise_share``·N (:func:`group_count`; N, or under add/remove its estimate from the 1-way
-    measurements, measured first); a column with no more values keeps its own. (Keeping a pair
-    fine wherever its own noise was within that share cost adult's covariance: 0.049 against
-    0.042, seed 0; it changed nothing on titanic.) Each grouped count
+    measurements, measured first); a column with no more values keeps its own. Each grouped count
     is a sum of cells, so the charge per marginal is unchanged; σ is even over all the marginals.
     With a ``constraint`` whose statistic must be released (PrivPGD's thresholding constraint), the
     statistic is released after the marginals at the constraint's own cost ``ρ_c`` (the rest of the
@@ -87,9 +82,9 @@ class KWaySelector:
             out.append(tuple(a for j, a in enumerate(domain.attrs) if np.any(th[:, j] != 0)))
         return out
 
-    def _measure_grouped(self, session, ctx: Context, cliques, rho_m: float) -> tuple[list, int]:
+    def _measure_grouped(self, session, ctx: Context, cliques, rho_m: float) -> tuple[list, float, int]:
         """The 1-way marginals of the cliques' columns, then each wider clique over grouped columns
-        (:meth:`run`'s ``grouped``); returns (every clique measured, the group count)."""
+        (:meth:`run`'s ``grouped``); returns (every clique measured, σ, the group count)."""
         dom = session.domain
         wide = [c for c in cliques if len(c) > 1]
         ones = [(a,) for a in dom.attrs if any(a in c for c in cliques)]
@@ -105,7 +100,7 @@ class KWaySelector:
                 continue
             session.measure(c, sigma, what=f"marginal {','.join(c)} over at most {g} groups a column",
                             query=grouping_query(dom.sizes(c), groups))
-        return ones + wide, g
+        return ones + wide, sigma, g
 
     def run(self, session, ctx: Context) -> Selection:
         dom = session.domain
@@ -119,8 +114,7 @@ class KWaySelector:
                              "for the marginals")
         extra: dict = {}
         if self.grouped:
-            cliques, extra["groups"] = self._measure_grouped(session, ctx, cliques, rho_m)
-            sigma = session.measurements[-1].sigma
+            cliques, sigma, extra["groups"] = self._measure_grouped(session, ctx, cliques, rho_m)
         else:
             sigma = even_sigma(rho_m, len(cliques), marginal_l2(session.neighbour))
             for c in cliques:
@@ -128,8 +122,6 @@ class KWaySelector:
         ctx.progress(f"{len(cliques)} marginals measured")
         extra.update(cliques=cliques, sigma=sigma)
         if release:
-            from ..core.measurement import estimate_total
-
             total = ctx.total if ctx.total is not None else estimate_total(session.measurements)
             con.release(session, ctx.rho - session.rho_spent, total)
             ctx.progress("constraint statistic released")

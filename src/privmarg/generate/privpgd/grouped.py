@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...core import Domain, Measurement, query_groups
+from ...core import Domain, Measurement, grouping_query, query_groups
 from .geometry import bin_centres
 
 
@@ -166,11 +166,8 @@ def grouped_valid(valid: np.ndarray | None, domain: Domain, attrs: tuple[str, ..
     """A grouped cell (``sizes``: the marginal's shape) may carry mass when any of its cells may."""
     if valid is None:
         return None
-    arr = valid.reshape(domain.sizes(attrs)).astype(float)
-    for ax, a in enumerate(attrs):
-        if sizes[ax] != domain[a]:
-            arr = np.apply_along_axis(lambda v, g=maps[a]: np.bincount(g, weights=v), ax, arr)
-    return arr.ravel() > 0
+    groups = [maps[a] if n != domain[a] else None for a, n in zip(attrs, sizes)]
+    return grouping_query(domain.sizes(attrs), groups) @ valid.astype(float) > 0
 
 
 class Snap:
@@ -182,11 +179,15 @@ class Snap:
                       torch.as_tensor(group_centres(domain[a], g)[g], device=device, dtype=dtype))
                      for a, g in maps.items()]
 
-    def __call__(self, Z: torch.Tensor) -> torch.Tensor:
-        Zs = Z.clone()
+    def beside(self, Z: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out`` (m × 2d) filled with the particles, then their snapped copy (a grouped target's
+        columns index the copy at ``d + j``)."""
+        d = Z.shape[1]
+        out[:, :d] = Z
+        out[:, d:] = Z
         for j, k, lut in self.cols:
-            Zs[:, j] = lut[torch.clamp((Z[:, j] * k).long(), 0, k - 1)]
-        return Zs
+            out[:, d + j] = lut[torch.clamp((Z[:, j] * k).long(), 0, k - 1)]
+        return out
 
 
 def place_in_groups(Z: torch.Tensor, domain: Domain, maps: dict[str, np.ndarray],

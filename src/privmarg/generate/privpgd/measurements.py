@@ -8,7 +8,8 @@ import math
 import numpy as np
 
 from ...core import Domain, Measurement, StructuralZero
-from ..targets import SharedMargins, marginal_targets
+from ..targets import marginal_targets
+from .grouped import consistent_mixed
 
 
 def _repair_zeros(codes: np.ndarray, Z: np.ndarray, domain: Domain, zeros: list[StructuralZero]) -> np.ndarray:
@@ -50,18 +51,10 @@ def _consistent(merged, domain: Domain) -> list[tuple[tuple[str, ...], np.ndarra
     marginal with per-cell variance ``σ_c² n_c / k``; their inverse-variance average replaces each,
     the difference spread evenly over the ``n_c / k`` cells behind each value. With equal totals,
     shifting one attribute's margin leaves every other attribute's margin as it was, so one pass
-    over the attributes makes all of them agree. Returns ``(attrs, y, σ)`` as given (σ unchanged)."""
-    cliques = [tuple(a) for a, _, _ in merged]
-    arrs = {c: np.asarray(y, dtype=float).reshape(domain.sizes(c)).copy() for c, (_, y, _) in zip(cliques, merged)}
-    var = [max(float(s) ** 2, 1e-300) for _, _, s in merged]
-    cells = [domain.size(c) for c in cliques]
-    wt = np.array([1.0 / (n * v) for n, v in zip(cells, var)])
-    totals = np.array([arrs[c].sum() for c in cliques])
-    t_bar = float(wt @ totals / wt.sum())
-    for c, t, n in zip(cliques, totals, cells):
-        arrs[c] += (t_bar - t) / n
-    SharedMargins(cliques, var, domain, [(a,) for a in domain.attrs]).apply(arrs)
-    return [(a, arrs[c].ravel(), s) for (a, _, s), c in zip(merged, cliques)]
+    over the attributes makes all of them agree. Returns ``(attrs, y, σ)`` as given (σ unchanged).
+    The fine case of :func:`~.grouped.consistent_mixed`."""
+    ys = consistent_mixed(list(merged), [domain.sizes(a) for a, _, _ in merged], domain, {})
+    return [(a, y, s) for (a, _, s), y in zip(merged, ys)]
 
 
 def _marginal_weights(sigmas, cells, total: float, power: float) -> np.ndarray:

@@ -55,8 +55,8 @@ from ..neural import torch_device
 from ..state import SKIP, checked_codes, domain_state, plain, read_total
 from .geometry import bin_centres, embed_codes, grid_centres, nearest_codes
 from .grouped import Snap, consistent_mixed, grouped_centres, grouped_valid, place_in_groups, split_grouped
-from .measurements import (_as_measurements, _consistent, _marginal_weights, _merge_measurements, _one_way,
-                           _repair_zeros, _valid_cells)
+from .measurements import (_as_measurements, _marginal_weights, _merge_measurements, _one_way, _repair_zeros,
+                           _valid_cells)
 from .projection import (_ADAM_EPS, _BETAS, _directions, _torch_seed, project_signed_measures, quantise,
                          sliced_w1, sparse_adam_step)
 from .sorting import _argsort, _argsort_bounded, _Workspace
@@ -124,8 +124,8 @@ class PrivPGDGenerator:
       0.0047 (no gain: it only fits the noise). With early stopping chunks stop after 100–225
       iterations. Cost ≈ 1 min in all under load 8 vs ≈ 1750 × 3–6 s (1.5–3 h) for the paper's.
     * ``epochs=400`` with ``scheduler_step=20`` (session 33; before, 200 and 10): on grouped 2-way
-      marginals (the PrivPGD preset's default) adult at ε = 2.5 went from SW1 0.00119 / covariance
-      0.0464 to 0.00110 / 0.0433 over 6 seeds, at about 190 s instead of 93 on one core. Below, the
+      marginals (the PrivPGD preset's default) SW1 and covariance both improve on adult, at twice
+      the time (benchmarks/history/methods.md, "PrivPGD on grouped 2-way marginals"). Below, the
       earlier measurements of the 200-epoch profile.
     * ``epochs=200`` with ``scheduler_step=10``: the paper's learning-rate decay (×0.75 twenty
       times) compressed 5×. Metrics (SW1 / TV / covariance error) of the particles on adult with the
@@ -172,7 +172,7 @@ class PrivPGDGenerator:
         nearly exact. 0 (the paper, :meth:`paper`): all equal. Benchmarks: benchmarks/history/methods.md
         ("PrivPGD at ≤ 10 min on one core"). Uses only the noise scales and the public domain.
     consistency: before the projection, make the noisy marginals agree on every shared attribute
-        (:func:`_consistent`: each attribute's 1-way marginal is the inverse-variance average of
+        (:func:`~.measurements._consistent`: each attribute's 1-way marginal is the inverse-variance average of
         what every measured marginal holding it implies, and each marginal is shifted evenly to
         it; PrivSyn's consistency step). True by default; False (the paper, :meth:`paper`): each
         marginal is projected alone. Post-processing of the measurements: no privacy cost.
@@ -363,8 +363,7 @@ class PrivPGDGenerator:
         if not (total > 0 and math.isfinite(total)):
             raise ValueError(f"total must be positive, got {total}")
         if self.consistency:
-            ys = consistent_mixed(items, sizes, domain, maps) if grouped else [y for _, y, _ in _consistent(merged, domain)]
-            items = [(a, y, s) for (a, _, s), y in zip(items, ys)]
+            items = [(a, y, s) for (a, _, s), y in zip(items, consistent_mixed(items, sizes, domain, maps))]
         valid = [_valid_cells(domain, a, zeros) for a, _, _ in items]
         valid[len(merged):] = [grouped_valid(v, domain, g.attrs, g.sizes, maps) for v, g in zip(valid[len(merged):], grouped)]
         return _Marginals(items, sizes, len(merged), maps, valid, float(total))
@@ -396,7 +395,7 @@ class PrivPGDGenerator:
             # with grouped marginals a 1-way marginal of an attribute that a wider one holds is not
             # fitted: consistency has put it into the wider ones' margins, and it places the
             # particles inside their groups afterwards; fitted too, at the weight of its small noise,
-            # it crowded the wider ones out (salary: covariance 0.15 against 0.016)
+            # it crowded the wider ones out (benchmarks/history/methods.md, session 33)
             wider = {b for a, _, _ in mg.items if len(a) > 1 for b in a}
             fitted = [i for i in fitted if not (len(mg.items[i][0]) == 1 and mg.items[i][0][0] in wider)]
         weights = _marginal_weights([mg.items[i][2] for i in fitted], [int(np.prod(mg.sizes[i])) for i in fitted],
@@ -439,6 +438,9 @@ class PrivPGDGenerator:
         bs = n_t if self.batch_size == 0 else self.batch_size
         ws = _Workspace()
         G = torch.zeros((m, d), dtype=Z.dtype, device=device)
+        if snap is not None:  # the particles beside their snapped copy, and its gradient (see below)
+            beside = torch.empty((m, 2 * d), dtype=Z.dtype, device=device)
+            G2 = torch.zeros((m, 2 * d), dtype=Z.dtype, device=device)
         losses = np.zeros(n_t)
         self.history_ = []
         step = 0
@@ -466,10 +468,10 @@ class PrivPGDGenerator:
                     for (_, snapped), idxs in by_r.items():
                         tgts = [targets[i] for i in idxs]
                         if snapped:
-                            G2 = torch.zeros((m, 2 * d), dtype=Z.dtype, device=device)
-                            losses[idxs] = self._sw2_grad(torch.cat([Z.detach(), snap(Z.detach())], 1), tgts, G2,
+                            G2.zero_()
+                            losses[idxs] = self._sw2_grad(snap.beside(Z.detach(), beside), tgts, G2,
                                                           gen, L, scale, ws)
-                            G += G2[:, :d] + G2[:, d:]
+                            G.add_(G2[:, :d]).add_(G2[:, d:])
                         else:
                             losses[idxs] = self._sw2_grad(Z.detach(), tgts, G, gen, L, scale, ws)
                     step += 1
