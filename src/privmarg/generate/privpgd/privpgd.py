@@ -471,7 +471,7 @@ class PrivPGDGenerator:
                             G2.zero_()
                             losses[idxs] = self._sw2_grad(snap.beside(Z.detach(), beside), tgts, G2,
                                                           gen, L, scale, ws)
-                            G.add_(G2[:, :d]).add_(G2[:, d:])
+                            G += G2[:, :d] + G2[:, d:]
                         else:
                             losses[idxs] = self._sw2_grad(Z.detach(), tgts, G, gen, L, scale, ws)
                     step += 1
