@@ -546,6 +546,48 @@ def test_exp_space_belief_propagation_matches_log_space(dtype, monkeypatch):
         assert fits[True].info.loss == pytest.approx(fits[False].info.loss, rel=tol)
 
 
+def test_theta_of_a_big_clique_fit_is_made_on_first_use(monkeypatch):
+    """A fit over big cliques (exp space) leaves θ to be made when asked for: the model's marginals
+    are the fit's μ, and θ then is the potentials spread over the cliques (−inf on structural zeros),
+    whose marginals are μ; a pickle and compact() carry the same θ bit for bit."""
+    import pickle
+
+    from privmarg.generate.pgm.belief import belief_propagation, broadcast_shape
+
+    rng = np.random.default_rng(5)
+    dom = Domain(list("abcdef"), [3, 4, 2, 5, 3, 4])
+    cliques = [("a", "b", "c"), ("b", "c", "d"), ("d", "e"), ("e", "f"), ("a", "f")]
+    ms = [Measurement(c, rng.uniform(0, 80, dom.size(c)), 1.0) for c in cliques]
+    zero = StructuralZero.from_cells(dom, ("d", "e"), [[0, 1], [2, 2]])
+    monkeypatch.setattr(estimation_module, "DENSE_CLIQUE_CELLS", 20)
+    kw = dict(total=900.0, iters=15, tol=0, method="precond", zeros=[zero], dtype="float32")
+    model = estimate(dom, ms, **kw)
+    assert model._theta is None  # not made by the fit
+    marginals = [m.copy() for m in model.marginals]
+    theta = model.theta
+    assert model._theta_source is None
+    key = dom.canonical(zero.attrs)
+    mask = zero.factor(dom).transpose(key).values.astype(bool)
+    for i, (clique, t) in enumerate(zip(model.tree.cliques, theta)):
+        want = np.zeros(dom.sizes(clique))
+        for r, phi in model.potentials.items():
+            if model.tree.find_clique(r) == i:  # each potential sits on one clique
+                want = want + phi.reshape(broadcast_shape(dom, r, clique))
+        if model.tree.find_clique(key) == i:
+            want[np.broadcast_to(mask.reshape(broadcast_shape(dom, key, clique)), want.shape)] = -np.inf
+        assert t.dtype == np.float32
+        np.testing.assert_allclose(t, want, rtol=1e-6, atol=1e-5)
+    for a, b in zip(model.marginals, marginals):
+        assert np.array_equal(a, b)  # asking for θ leaves the fit's marginals as they were
+    again, _, _ = belief_propagation(model._plan, [t.astype(np.float64) for t in theta], 900.0)
+    for a, b in zip(again, marginals):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-3)
+    back = pickle.loads(pickle.dumps(estimate(dom, ms, **kw)))
+    assert back._theta_source is None and all(np.array_equal(a, b) for a, b in zip(back.theta, theta))
+    small = estimate(dom, ms, **kw).compact()
+    assert all(np.array_equal(a, b) for a, b in zip(small.theta, theta))
+
+
 def test_dense_partial_sums_match_sparse_maps_with_many_keys_per_clique(monkeypatch):
     """Many keys (3-, 2- and 1-way, nested and not) on one maximal clique: the dense maps' shared
     partial sums give x = Aμ and θ = Aᵀφ exactly as the sparse matrix does, and the same fit."""

@@ -332,6 +332,20 @@ class _Evaluator:
             theta_flat += self.base
         return theta_flat
 
+    def theta_later(self, params: np.ndarray) -> Callable[[], list[np.ndarray]]:
+        """A function making the cliques' θ at ``params`` (as :meth:`theta_at`, bit for bit) when
+        called; it holds the potentials' maps and the structural zeros, none of the evaluator's
+        buffers."""
+        prob, fdtype, shapes = self.prob, self.fdtype, self.plan.shapes
+        base = self.base if self.has_zeros else None
+
+        def make() -> list[np.ndarray]:
+            theta = prob.to_theta(params).astype(fdtype, copy=False)
+            if base is not None:
+                theta += base
+            return [theta[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(s) for i, s in enumerate(shapes)]
+        return make
+
     def theta_log(self, params: np.ndarray, i: int) -> np.ndarray:
         prob, shape = self.prob, self.plan.shapes[i]
         theta = prob.clique_theta(params, i, self.fdtype).astype(self.fdtype, copy=False).reshape(shape)
@@ -521,8 +535,10 @@ def _fitted_model(domain: Domain, tree: JunctionTree, plan: _Plan, evaluate: _Ev
     """The model at the fit's potentials ``phi``: the fit's own tables (θ, and μ as computed), or,
     ``recast`` to another precision, θ from ``phi`` in it and μ by one more belief-propagation pass."""
     if recast is None:
-        return GraphicalModel(domain, tree, evaluate.views(evaluate.theta_at(phi)), total, plan=plan,
-                              marginals=evaluate.views(mu))
+        # on big cliques θ is a pass as dear as belief propagation, and a fit's model is mostly only
+        # queried (its marginals are μ): made when first asked for
+        theta = evaluate.theta_later(phi) if evaluate.exp_space else evaluate.views(evaluate.theta_at(phi))
+        return GraphicalModel(domain, tree, theta, total, plan=plan, marginals=evaluate.views(mu))
     theta_flat = evaluate.prob.to_theta(phi).astype(recast, copy=False)
     if evaluate.has_zeros:
         theta_flat += evaluate.base  # −inf on the structural zeros, 0 elsewhere

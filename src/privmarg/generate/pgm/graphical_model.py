@@ -38,22 +38,26 @@ class GraphicalModel:
     """A fitted model: junction tree, log potentials per maximal clique, total record count.
 
     ``project(attrs)`` gives the model's marginal (counts summing to ``total``) on any attribute set;
-    ``synthetic_data(rows, rng)`` draws records by randomized rounding.
+    ``synthetic_data(rows, rng)`` draws records by randomized rounding. ``theta`` may be given as a
+    function of no arguments that makes the log potentials when first asked for (a fit that already
+    holds the marginals: scoring queries read only those, and on a tree of big cliques making θ
+    costs as much as a belief-propagation pass).
     """
 
     state_kind: ClassVar[str] = "graphical_model"  # in saved models (:mod:`privmarg.generate.state`)
 
-    def __init__(self, domain: Domain, tree: JunctionTree, theta: list[np.ndarray], total: float,
+    def __init__(self, domain: Domain, tree: JunctionTree,
+                 theta: list[np.ndarray] | Callable[[], list[np.ndarray]], total: float,
                  plan: _Plan | None = None, marginals: list[np.ndarray] | None = None):
         self.domain = domain
         self.tree = tree
-        self.theta = theta
+        self._theta, self._theta_source = (None, theta) if callable(theta) else (theta, None)
         self.total = float(total)
         self._plan = plan or _Plan(tree)
         if marginals is _LAZY:
             marginals = None
         elif marginals is None:
-            marginals, _, _ = belief_propagation(self._plan, theta, self.total)
+            marginals, _, _ = belief_propagation(self._plan, self.theta, self.total)
         self._marginals: list[np.ndarray] | None = marginals
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
         # attribute set -> (a cached marginal on one attribute more, that attribute's axis)
@@ -62,6 +66,23 @@ class GraphicalModel:
         self._pieces: dict[tuple, np.ndarray] = {}  # partial contractions of queries (see _piece)
         self._piece_cells = 0
         self._clique_sets = [frozenset(c) for c in tree.cliques]
+
+    @property
+    def theta(self) -> list[np.ndarray]:
+        """The maximal cliques' log potentials (made on first use where the fit left them to make)."""
+        if self._theta is None:
+            self._theta, self._theta_source = self._theta_source(), None
+        return self._theta
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_theta"], state["_theta_source"] = self.theta, None  # a function is not pickled
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        if "theta" in state:  # pickled before θ could be made on first use
+            state["_theta"], state["_theta_source"] = state.pop("theta"), None
+        self.__dict__.update(state)
 
     @property
     def marginals(self) -> list[np.ndarray]:
