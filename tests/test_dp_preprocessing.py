@@ -3,6 +3,7 @@ neighbour relations, the approximate-zCDP δ on the ledger and in the run's (ε,
 data is read, reproducible encodings, and an end-to-end CLI run."""
 
 import json
+import re
 import math
 from pathlib import Path
 
@@ -259,6 +260,23 @@ def test_a_run_reports_the_delta_it_spent(tmp_path):
     assert saved.privacy_report() == pr and saved.encoder_.domain == synth.encoder_.domain
     assert saved.encoder_.report() == synth.encoder_.report()
     assert set(saved.sample(100, seed=1)["city"]) <= set(FREQUENT) | {"__other__"}
+
+
+def test_a_discovery_that_finds_nothing_and_thin_bounds_are_told():
+    """Too small a budget for the rows: discovery releases no value (every row written "__other__")
+    and the DP bounds' notes give the noisy row count with its noise; a larger budget finds the
+    values and says nothing of them."""
+    df = _frame(300)
+    small = registry.make_preset("mst", 0.05, 1e-9, seed=0).fit(df, DP_SCHEMA)
+    warn = small.encoder_.warnings_
+    assert any("'city': DP value discovery released no value" in w and "'__other__'" in w for w in warn)
+    assert set(small.sample(100, seed=0)["city"]) == {"__other__"}
+    thin = [w for w in registry.make_preset("mst", 0.5, 1e-9, seed=0).fit(_frame(2000), DP_SCHEMA).encoder_.warnings_
+            if "noisy row count" in w]
+    assert len(thin) == 3 and all(re.search(r"count: -?\d+ ± \d+\)", w) for w in thin)
+    big = registry.make_preset("mst", 8.0, 1e-6, seed=0).fit(_frame(3000), DP_SCHEMA)
+    assert not any("'city'" in w for w in big.encoder_.warnings_)
+    assert set(big.sample(500, seed=0)["city"]) >= set(FREQUENT)
 
 
 @pytest.mark.parametrize("method,noise", [("aim", "continuous"), ("mst", "discrete")])

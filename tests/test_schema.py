@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from privmarg import datasets
 from privmarg.cli import app
-from privmarg.data import DataError
+from privmarg.data import DataError, read_table
 from privmarg.schema import (
     DRAFT_WARNING, HEAVY_MAX_ATOMS, MAX_MARGINAL_CELLS, Schema, SchemaError, as_schema, draft_schema, load_schema, value_key,
 )
@@ -211,6 +211,57 @@ def test_a_declared_null_marker_reads_and_writes_missing_values(tmp_path):
     for bad in ({"null": ""}, {"null": 5}, {"null": "N", "missing": False}):
         with pytest.raises(SchemaError, match="null"):
             Schema.from_dict({"columns": {"x": {"type": "boolean", **bad}}})
+
+
+def test_draft_reads_a_missing_value_text_and_0_1_flags(tmp_path):
+    """A table exported with nulls written "N" and flags written 0/1: the draft types its number,
+    date and 0/1 columns as such with "N" as their null marker (they were all drafted categorical),
+    keeps N as a Y/N column's false and as a text column's value (noted), and the table goes through
+    a fit and comes back written as it was read: N for missing, 0/1, dates without a time, the input's
+    decimals."""
+    from privmarg import MST, Schema
+
+    rng = np.random.default_rng(3)
+    n = 400
+
+    def with_n(values, share=0.1):
+        v = np.asarray(values).astype(object)
+        v[rng.random(n) < share] = "N"
+        return v
+    pd.DataFrame({
+        "age": with_n(rng.integers(18, 90, n)),
+        "bmi": with_n(np.round(rng.normal(27, 4, n), 1)),
+        "smoker": with_n(rng.integers(0, 2, n)),
+        "seen": with_n(pd.date_range("2020-01-01", periods=n).strftime("%Y-%m-%d")),
+        "yn": rng.choice(["Y", "N"], n),
+        "ward": with_n(rng.choice(["a", "b", "c"], n)),
+        "odd": with_n(rng.choice(["1", "2", "-"], n)),  # two texts that could mean missing: no marker
+        "score": np.where(rng.random(n) < 0.1, "?", rng.integers(0, 500, n).astype(str)),
+    }).to_csv(tmp_path / "in.csv", index=False)
+    df = read_table(tmp_path / "in.csv")  # as a user's file is read
+    spec, notes = draft_schema(df)
+    cols = spec["columns"]
+    assert (cols["age"]["type"], cols["age"]["null"], cols["age"]["missing"]) == ("integer", "N", True)
+    assert (cols["bmi"]["type"], cols["bmi"]["decimals"], cols["bmi"]["null"]) == ("float", 1, "N")
+    assert cols["smoker"] == {"type": "boolean", "labels": [0, 1], "missing": True, "null": "N"}
+    assert (cols["seen"]["type"], cols["seen"]["min"], cols["seen"]["null"]) == ("datetime", "2020-01-01", "N")
+    assert cols["yn"]["type"] == "boolean" and "null" not in cols["yn"]  # N is its false
+    assert cols["ward"]["type"] == "categorical" and "N" in cols["ward"]["values"] and "null" not in cols["ward"]
+    assert cols["odd"]["type"] == "categorical" and "null" not in cols["odd"]
+    assert (cols["score"]["type"], cols["score"]["null"]) == ("integer", "?")
+    assert any('"N" was read as a missing value' in x and "'age'" in x and "'ward'" in x for x in notes)
+    dp = draft_schema(df, dp=True)[0]["columns"]
+    assert dp["bmi"] == {"type": "float", "bounds": "dp", "decimals": 1, "missing": True, "null": "N"}
+    assert dp["smoker"] == cols["smoker"] and dp["seen"] == cols["seen"]
+
+    sch = Schema.from_dict(spec)
+    out = MST(5.0, 1e-9, seed=0).fit(df, sch, allow_draft_schema=True).sample(n, seed=1)
+    out.to_csv(tmp_path / "out.csv", index=False)
+    back = pd.read_csv(tmp_path / "out.csv", dtype=str, keep_default_na=False)
+    assert back["seen"].str.fullmatch(r"\d{4}-\d{2}-\d{2}|N").all() and (back["seen"] == "N").any()
+    assert set(back["smoker"]) <= {"0", "1", "N"} and set(back["yn"]) <= {"Y", "N"}
+    assert back["bmi"].str.fullmatch(r"-?\d+(\.\d)?|N").all() and (back["bmi"] == "N").any()
+    assert back["age"].str.fullmatch(r"\d+|N").all() and back["score"].str.fullmatch(r"\d+|\?").all()
 
 
 def test_boolean_labels_read_and_write_the_tables_own_form():

@@ -53,8 +53,9 @@ def bounds_from_counts(edges: np.ndarray, noisy: np.ndarray, sigma: float, latti
     noisy sum exceeds ``EXTEND_SIGMAS·σ·√w``: thin mass next to the data (a column near 0 spreads over
     many small buckets) is kept, a far empty bucket is not. Rows outside are clipped to the bounds.
     ``facts``: ``ok`` (False when no bucket is occupied: then the bucket with the largest noisy count
-    seeds the bounds), ``visible_rows`` (the threshold) and ``rows`` (``N̂``); a threshold that is a
-    sizeable share of ``N̂`` means thinly spread values may lie outside the bounds.
+    seeds the bounds), ``visible_rows`` (the threshold), ``rows`` (``N̂``) and ``rows_sd`` (its noise,
+    ``σ·√B``); a threshold that is a sizeable share of ``N̂`` means thinly spread values may lie
+    outside the bounds.
     """
     c = np.asarray(noisy, dtype=float)
     n_hat = max(float(c.sum()), 0.0)
@@ -65,7 +66,8 @@ def bounds_from_counts(edges: np.ndarray, noisy: np.ndarray, sigma: float, latti
     i, j = (int(occupied[0]), int(occupied[-1])) if ok else (int(np.argmax(c)),) * 2
     i, j = len(c) - 1 - _grow(c[::-1], len(c) - 1 - i, sigma), _grow(c, j, sigma)
     lo, hi = float(edges[i]), float(edges[j + 1])
-    return lo, (hi - 1.0 if lattice else hi), {"ok": ok, "visible_rows": float(need), "rows": n_hat}
+    return lo, (hi - 1.0 if lattice else hi), {"ok": ok, "visible_rows": float(need), "rows": n_hat,
+                                               "rows_sd": float(sigma * np.sqrt(len(c)))}
 
 
 def _grow(c: np.ndarray, j: int, sigma: float) -> int:

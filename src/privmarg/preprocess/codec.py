@@ -123,5 +123,15 @@ def _as_input(col: pd.Series, codec: "ColumnCodec", fmt: dict | None, extra: tup
     return col.astype(f"datetime64[{fmt['datetime_unit']}]")
 
 
+def _datetime_text(col: pd.Series) -> pd.Series:
+    """Dates as text, written as pandas writes a date column (``2024-03-01``; with the time of day
+    where some value has one), missing ones left missing: beside a missing-value text such as ``N``
+    the column holds text, and a timestamp object would be written with its midnight."""
+    t = pd.Series(col)
+    ok = t.notna()
+    whole_days = bool((t[ok] == t[ok].dt.normalize()).all())
+    return t.dt.strftime("%Y-%m-%d" if whole_days else "%Y-%m-%d %H:%M:%S").where(ok)
+
+
 def _jsonable(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v

@@ -45,7 +45,7 @@ from ..schema import ColumnSpec, Schema, as_schema
 from .adaptive import _adaptive_codec, _dense_atoms, _fewer_codes_hint
 from .binning import bin_index, privtree_edges, resolution_bins, uniform_edges
 from .bounds import dp_bounds
-from .codec import ColumnCodec, _as_input, _checked_formats, _jsonable, input_formats
+from .codec import ColumnCodec, _as_input, _checked_formats, _datetime_text, _jsonable, input_formats
 from .decoding import _copula_positions, _decode_column
 from .discovery import discover_values
 from .merging import RARE_THRESHOLD, rare_categories
@@ -194,11 +194,18 @@ class TableEncoder:
             elif facts["visible_rows"] > 0.05 * facts["rows"]:
                 self.warnings_.append(
                     f"column {col.name!r}: a bucket of the DP bounds grid needs about "
-                    f"{facts['visible_rows']:.0f} of about {facts['rows']:.0f} rows to stand out of the "
-                    f"noise, so values spread thinly may lie outside the DP bounds [{spec.min}, {spec.max}] "
-                    "(clipped to them): give public bounds or a larger budget")
+                    f"{facts['visible_rows']:.0f} rows to stand out of the noise (the column's noisy row "
+                    f"count: {facts['rows']:.0f} ± {facts['rows_sd']:.0f}), so values spread thinly may lie "
+                    f"outside the DP bounds [{spec.min}, {spec.max}] (clipped to them): give public bounds or "
+                    "a larger budget")
         else:
             values, info = discover_values(session, col, rho, delta)
+            if not values:
+                self.warnings_.append(
+                    f"column {col.name!r}: DP value discovery released no value (one needs a noisy count above "
+                    f"about {info['threshold']:.0f} rows), so every row is coded and written as "
+                    f"{col.other_label!r}: list the column's values in the schema (public knowledge costs no "
+                    "budget) or give a larger budget")
             spec = col.with_values(values)
             prepared[col.name] = _codes_from_keys(spec, prepared[col.name])
             info = {"step": "values", "values": [_jsonable(v) for v in values], **info}
@@ -369,6 +376,8 @@ class TableEncoder:
             spec = self.codecs_[name].spec
             fmt = getattr(self, "formats_", {}).get(name)
             if spec.null:  # missing values written as the input wrote them (a category of their own)
+                if spec.type == "datetime":  # text beside the marker, as a date column is written
+                    col = _datetime_text(col)
                 col = _as_input(col.astype(object).where(col.notna(), spec.null[0]), self.codecs_[name], fmt,
                                 extra=(spec.null[0],))
             else:

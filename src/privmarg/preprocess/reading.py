@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..data import DataError
 from ..schema import ColumnSpec, value_key
-from ..schema.values import DATETIME_UNITS
+from ..schema.values import DATETIME_UNITS, NULL_LOOKING
 from .bounds import GRID_MAX_EXP
 from .codec import _jsonable
 
@@ -30,10 +30,6 @@ def _err(col: ColumnSpec, msg: str) -> DataError:
 def _show(v: Any) -> str:
     s = repr(_jsonable(v))
     return s if len(s) <= 60 else s[:57] + "..."
-
-
-#: texts that often stand for a missing value in exported tables (compared stripped, lower case)
-NULL_LOOKING = {"n", "na", "n/a", "nan", "null", "none", "nil", ".", "-", "--", "?", "missing", "#n/a", "(null)"}
 
 
 def _null_hint(bad: pd.Series) -> str:

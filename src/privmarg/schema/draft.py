@@ -7,6 +7,11 @@ schema unless told to accept it (``--allow-draft-schema`` / ``allow_draft_schema
 columns get bounds only, so the default encoding applies (exact small integer ranges, PrivTree bins
 otherwise; see :mod:`privmarg.schema.model`).
 
+A column that holds numbers, dates or booleans apart from one text that usually means a missing value
+(``N``, ``NA``, ``-``, ``?``, … :data:`~privmarg.schema.values.NULL_LOOKING`) is drafted as that type
+with the text as its ``null`` marker; a text column keeps such a text as a category (noted). Whole
+numbers 0 and 1 only are drafted as a boolean written ``0``/``1`` (no bounds to find, DP or not).
+
 ``dp=True`` (``privmarg schema draft --dp``) writes no bounds and no category lists at all: numeric
 columns say ``"bounds": "dp"`` and categorical ones ``"values": "dp"`` (found by DP steps at fit
 time, charged to the budget). Only the column types, the missing flags and the identifier notes
@@ -15,6 +20,7 @@ still come from the data; such a draft is marked ``"draft": true`` all the same.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -22,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import DataError
+from .values import NULL_LOOKING
 
 __all__ = ["DRAFT_WARNING", "DP_DRAFT_WARNING", "draft_schema"]
 
@@ -62,8 +69,11 @@ def draft_schema(df: pd.DataFrame, *, dp: bool = False) -> tuple[dict, list[str]
     cols: dict[str, dict] = {}
     notes: list[str] = []
     n = len(df)
+    markers: dict[str, str] = {}  # column -> its missing-value text
     for name in df.columns:
-        s = df[name]
+        marker, s = _null_marker(df[name])
+        if marker is not None:
+            markers[str(name)] = marker
         nonnull = s.dropna()
         spec: dict[str, Any]
         if len(nonnull) == 0:
@@ -85,6 +95,8 @@ def draft_schema(df: pd.DataFrame, *, dp: bool = False) -> tuple[dict, list[str]
             if len(x) == 0:
                 spec = {"type": "categorical", "values": ["?"]}
                 notes.append(f"column {name!r} holds no finite number: fill in its type by hand")
+            elif integral and set(distinct) == {0.0, 1.0}:
+                spec = {"type": "boolean", "labels": [0, 1]}  # a flag: written back as 0/1
             elif integral and len(distinct) <= CATEGORICAL_MAX_DISTINCT:
                 spec = {"type": "categorical", "values": [int(v) for v in distinct]}
             elif integral:
@@ -117,17 +129,72 @@ def draft_schema(df: pd.DataFrame, *, dp: bool = False) -> tuple[dict, list[str]
                              "replace them with public dates")
         if s.isna().any():
             spec["missing"] = True
+        if marker is not None:
+            spec["null"] = marker
         if _ID_NAME.search(str(name)) or (n >= 20 and _looks_like_key(nonnull)):
             notes.append(f"column {name!r} looks like an identifier: remove it from the schema and pass "
                          "--drop-unknown (identifiers must not be synthesised)")
         cols[str(name)] = spec
+    notes += _marker_notes(df, cols, markers)
     return {"_warning": DP_DRAFT_WARNING if dp else DRAFT_WARNING, "draft": True, "columns": cols}, notes
 
 
+def _null_marker(s: pd.Series) -> tuple[str | None, pd.Series]:
+    """(the text standing for a missing value, the column with it as a null) when a text column holds
+    numbers, dates or booleans apart from one text of :data:`NULL_LOOKING`; numbers come back as
+    numbers. Else ``(None, s)``. A text that is itself a boolean form (``N`` beside ``Y``) is no marker."""
+    if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s) or pd.api.types.is_datetime64_any_dtype(s):
+        return None, s
+    texts = s.dropna().astype(str).str.strip()
+    found = [t for t in pd.unique(texts) if t.lower() in NULL_LOOKING]
+    if len(found) != 1:
+        return None, s
+    marker = found[0]
+    is_marker = s.astype(str).str.strip().eq(marker) & s.notna()
+    rest = s[~is_marker].dropna()
+    if rest.empty:
+        return None, s
+    masked = s.mask(is_marker)
+    numbers = pd.to_numeric(rest, errors="coerce")
+    if numbers.notna().all():
+        return marker, pd.to_numeric(masked, errors="coerce")
+    forms = _TRUE | _FALSE
+    if marker.lower() not in forms and {str(v).strip().lower() for v in pd.unique(rest)} <= forms:
+        return marker, masked
+    if _try_datetime(rest) is not None:
+        return marker, masked
+    return None, s
+
+
+def _marker_notes(df: pd.DataFrame, cols: dict[str, dict], markers: dict[str, str]) -> list[str]:
+    """One note per missing-value text read as such: the columns it was read in, and the text
+    columns that hold it as a category (a null there too, or a real value: the draft cannot tell)."""
+    notes = []
+    for marker in sorted(set(markers.values())):
+        read = [c for c, m in markers.items() if m == marker]
+        kept = [str(c) for c in df.columns if str(c) not in markers and cols[str(c)]["type"] == "categorical"
+                and df[c].dropna().astype(str).str.strip().eq(marker).any()]
+        text = json.dumps(marker)
+        note = (f"{text} was read as a missing value (\"null\": {text}) in {len(read)} column(s) that "
+                f"otherwise hold numbers, dates or booleans: {_names(read)}")
+        if kept:
+            note += (f"; {len(kept)} text column(s) keep {text} as a category: {_names(kept)} (add "
+                     f"\"null\": {text} and \"missing\": true to those where it means missing)")
+        notes.append(note)
+    return notes
+
+
+def _names(cols: list[str], shown: int = 6) -> str:
+    more = f" and {len(cols) - shown} more" if len(cols) > shown else ""
+    return ", ".join(repr(c) for c in cols[:shown]) + more
+
+
 def _dp_spec(spec: dict) -> dict:
-    """A drafted column with its bounds or list left to a DP step (datetimes keep theirs: no DP bounds)."""
+    """A drafted column with its bounds or list left to a DP step (datetimes keep theirs: no DP bounds;
+    floats keep their decimals)."""
     if spec["type"] in ("integer", "float"):
-        return {"type": spec["type"], "bounds": "dp"}
+        # the places a float is written with are its format, as the column's type is: kept
+        return {"type": spec["type"], "bounds": "dp", **({"decimals": spec["decimals"]} if "decimals" in spec else {})}
     if spec["type"] == "categorical" and spec["values"] != ["?"]:
         if all(isinstance(v, int) and not isinstance(v, bool) for v in spec["values"]):
             return {"type": "integer", "bounds": "dp"}  # a few whole numbers: exact codes once bounded

@@ -10,6 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+#: texts that often stand for a missing value in exported tables (compared stripped, lower case)
+NULL_LOOKING = frozenset({"n", "na", "n/a", "nan", "null", "none", "nil", ".", "-", "--", "?", "missing", "#n/a",
+                          "(null)"})
+
 #: nanoseconds in one unit of a datetime column (values are whole units since the epoch)
 DATETIME_UNITS = {"D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9, "s": 10**9}
 
