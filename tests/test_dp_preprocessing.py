@@ -308,6 +308,14 @@ def test_cli_fit_with_dp_columns_decodes_to_valid_values(tmp_path: Path, method,
     thr = ("discrete_" if noise == "discrete" else "") + "gaussian_threshold"
     assert [e["what"].split()[0] for e in led if e["mechanism"] == thr] == ["DP", "heavy"]
     assert rep["privacy"]["delta_spent"] == pytest.approx(sum(recompute_delta(e) for e in led), rel=1e-12)
+    # evaluating against the same DP schema: the run report's resolved schema stands in for it
+    ev = tmp_path / "e.json"
+    r = CliRunner().invoke(app, ["evaluate", str(data), str(out), "--schema", str(schema), "-o", str(ev)])
+    assert r.exit_code == 2 and "--run-report" in r.output and not ev.exists()
+    r = CliRunner().invoke(app, ["evaluate", str(data), str(out), "--schema", str(schema), "--run-report",
+                                 str(report), "-o", str(ev), "--metrics", "tv_1way,tv_2way", "--ml-models", ""])
+    assert r.exit_code == 0, r.output
+    assert 0 <= json.loads(ev.read_text())["tv_1way"] < 0.5
 
 
 def test_draft_with_dp_reads_no_bounds_or_values():

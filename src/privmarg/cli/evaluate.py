@@ -23,16 +23,23 @@ def _csv(s: Optional[str]) -> list[str] | None:
     return [x.strip() for x in s.split(",") if x.strip()]
 
 
-def _read_run_report(path: Path, dp_grid: bool) -> dict:
-    """From a synth report: ``run`` facts, its released error ``bounds`` (or None) with a ``note`` why
-    they are not checked, the ``measured`` cliques and the ``budget`` by phase."""
-    from ..evaluation.report import budget_by_phase
-
+def _load_run_report(path: Path | None) -> dict | None:
+    """The synth report at ``path`` (None without one), checked to be one."""
+    if path is None:
+        return None
     with open(path) as fh:
         rep = strict_json.load(fh)
     if not isinstance(rep, dict) or "method" not in rep or not isinstance(rep.get("privacy"), dict):
         raise ValueError(f"--run-report {path}: not a report of privmarg synth (a JSON object with its method "
                          "and privacy)")
+    return rep
+
+
+def _read_run_report(rep: dict, path: Path, dp_grid: bool) -> dict:
+    """From a synth report: ``run`` facts, its released error ``bounds`` (or None) with a ``note`` why
+    they are not checked, the ``measured`` cliques and the ``budget`` by phase."""
+    from ..evaluation.report import budget_by_phase
+
     try:
         return _run_facts(rep, dp_grid, budget_by_phase)
     except (KeyError, TypeError, AttributeError, ValueError) as e:
@@ -174,10 +181,12 @@ def _add_extras(result: dict, real_d, synth_d, test_d, seed: int, info: dict, *,
         err.print(bounds_note, highlight=False)
 
 
-def _grid(schema: Path | None, domain: Path | None, drop_unknown: bool):
+def _grid(schema: Path | None, domain: Path | None, drop_unknown: bool, rep: dict | None):
     """(raw schema or None, encoder or None, domain) of the evaluation: the schema's public encoding
     (evaluation reads the real table directly, being for the curator, not for release, so the grid
-    must not depend on it), or the domain file."""
+    must not depend on it), or the domain file. A schema whose bounds or values come from DP steps
+    fixes no encoding by itself: the run report's resolved schema (those steps' released results)
+    stands in for it."""
     from ..core import Domain
     from ..preprocess import TableEncoder
     from ..schema import Schema
@@ -185,15 +194,22 @@ def _grid(schema: Path | None, domain: Path | None, drop_unknown: bool):
     if schema is None:
         return None, None, Domain.from_json(domain)
     sch_raw = Schema.load(schema)
+    if any(c.dp_discovery for c in sch_raw.columns):
+        resolved = ((rep or {}).get("preprocessing") or {}).get("schema")
+        if not isinstance(resolved, dict):
+            raise ValueError(f"{schema}: some columns take their bounds or values from DP steps, so the schema "
+                             "alone fixes no encoding: give the run's report (privmarg synth --report) as "
+                             "--run-report, whose resolved schema then stands in for it")
+        sch_raw = Schema.from_dict(resolved, source=f"{schema} as resolved by the run")
     encoder = TableEncoder(sch_raw.public_encoding(), drop_unknown=drop_unknown).fit()
     return sch_raw, encoder, encoder.domain
 
 
-def _run_info(run_report: Path | None, sch_raw, dom) -> dict:
+def _run_info(rep: dict | None, run_report: Path | None, sch_raw, dom) -> dict:
     """The run report's facts, its error bounds checked against the columns."""
-    if run_report is None:
+    if rep is None:
         return {}
-    info = _read_run_report(run_report, dp_grid=sch_raw is not None and sch_raw.needs_dp)
+    info = _read_run_report(rep, run_report, dp_grid=sch_raw is not None and sch_raw.needs_dp)
     for b in info.get("bounds") or []:
         if not set(b["attrs"]) <= set(dom.attrs):
             raise ValueError(f"--run-report: error bound on {b['attrs']} names columns the "
@@ -262,7 +278,8 @@ def evaluate_cmd(
         if wanted is not None and set(wanted) - set(ALL_METRICS):
             raise ValueError(f"unknown metric(s) {sorted(set(wanted) - set(ALL_METRICS))}: choose from "
                              f"{', '.join(ALL_METRICS)}")
-        sch_raw, encoder, dom = _grid(schema, domain, drop_unknown)
+        rep = _load_run_report(run_report)
+        sch_raw, encoder, dom = _grid(schema, domain, drop_unknown, rep)
         if attack and test is None:
             raise UsageProblem("--attack needs --test: records held out of the run (the attack's non-members)")
         if target is not None and target not in dom:
@@ -276,7 +293,7 @@ def evaluate_cmd(
         from ..evaluation.ml import available_models
 
         available_models(models)  # unknown names fail here, before any work
-        info = _run_info(run_report, sch_raw, dom)
+        info = _run_info(rep, run_report, sch_raw, dom)
         from ..evaluation.quality import sdmetrics_available
 
         use_sdmetrics = sdmetrics and sdmetrics_available()
