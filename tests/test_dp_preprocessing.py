@@ -316,6 +316,18 @@ def test_cli_fit_with_dp_columns_decodes_to_valid_values(tmp_path: Path, method,
                                  str(report), "-o", str(ev), "--metrics", "tv_1way,tv_2way", "--ml-models", ""])
     assert r.exit_code == 0, r.output
     assert 0 <= json.loads(ev.read_text())["tv_1way"] < 0.5
+    other = json.loads(report.read_text())
+    other["preprocessing"]["schema"]["columns"]["years"] = other["preprocessing"]["schema"]["columns"].pop("age")
+    bad = {"no_schema": {k: v for k, v in rep.items() if k != "preprocessing"}, "other_schema": other}
+    for name, content in bad.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(content))
+    (tmp_path / "not_json.json").write_text("{not json")
+    for name, said in (("no_schema", "holds no resolved schema"), ("other_schema", "made with another schema"),
+                       ("not_json", "not a JSON report")):
+        r = CliRunner().invoke(app, ["evaluate", str(data), str(out), "--schema", str(schema), "--run-report",
+                                     str(tmp_path / f"{name}.json"), "-o", str(tmp_path / f"{name}_e.json")])
+        assert r.exit_code == 2 and said in r.output and f"{name}.json" in r.output, (name, r.output)
+        assert not (tmp_path / f"{name}_e.json").exists()
 
 
 def test_draft_with_dp_reads_no_bounds_or_values():

@@ -547,22 +547,37 @@ def test_exp_space_belief_propagation_matches_log_space(dtype, monkeypatch):
 
 
 def test_theta_of_a_big_clique_fit_is_made_on_first_use(monkeypatch):
-    """A fit over big cliques (exp space) leaves θ to be made when asked for: the model's marginals
-    are the fit's μ, and θ then is the potentials spread over the cliques (−inf on structural zeros),
-    whose marginals are μ; a pickle and compact() carry the same θ bit for bit."""
+    """A fit over big cliques (exp space) leaves θ to be made when asked for, holding only the map
+    that makes it: the model's marginals are the fit's μ, and θ then is the potentials spread over
+    the cliques (−inf on structural zeros), whose marginals are μ; a pickle and compact() carry the
+    same θ bit for bit. A tree of mostly small cliques makes θ at once (the map would be larger)."""
     import pickle
 
     from privmarg.generate.pgm.belief import belief_propagation, broadcast_shape
 
     rng = np.random.default_rng(5)
-    dom = Domain(list("abcdef"), [3, 4, 2, 5, 3, 4])
+    dom = Domain(list("abcdef"), [6, 7, 5, 8, 3, 4])
     cliques = [("a", "b", "c"), ("b", "c", "d"), ("d", "e"), ("e", "f"), ("a", "f")]
     ms = [Measurement(c, rng.uniform(0, 80, dom.size(c)), 1.0) for c in cliques]
     zero = StructuralZero.from_cells(dom, ("d", "e"), [[0, 1], [2, 2]])
-    monkeypatch.setattr(estimation_module, "DENSE_CLIQUE_CELLS", 20)
+    monkeypatch.setattr(estimation_module, "DENSE_CLIQUE_CELLS", 100)
     kw = dict(total=900.0, iters=15, tol=0, method="precond", zeros=[zero], dtype="float32")
+    # mostly small cliques: their sparse map would outweigh θ, which the fit then makes at once
+    made = []
+    later = estimation_module._Evaluator.theta_later
+    monkeypatch.setattr(estimation_module._Evaluator, "theta_later", lambda ev, p: made.append(later(ev, p)) or made[-1])
+    mixed = Domain(list("abcdefgh"), [10, 10, 9, 9, 9, 9, 9, 9])
+    parts = [("a", "b"), ("b", "c"), ("c", "d"), ("e", "f"), ("g", "h")]  # one clique of 100 cells, four small
+    fit = estimate(mixed, [Measurement(c, rng.uniform(0, 80, mixed.size(c)), 1.0) for c in parts],
+                   **{**kw, "zeros": []})
+    assert made == [None] and fit._theta is not None
+    monkeypatch.setattr(estimation_module._Evaluator, "theta_later", later)
     model = estimate(dom, ms, **kw)
     assert model._theta is None  # not made by the fit
+    held = {type(c.cell_contents).__name__: c.cell_contents for c in model._theta_source.__closure__}
+    spread = held["_Problem"]  # only the map θ = Aᵀφ: no loss terms, no partial-sum tables of the fit
+    assert not hasattr(spread, "W") and spread.dense and all(g._bufs is None for g in spread.dense)
+    assert 2 <= held["ndarray"].size < 100  # the zeros' cells, not a tree-sized mask
     marginals = [m.copy() for m in model.marginals]
     theta = model.theta
     assert model._theta_source is None

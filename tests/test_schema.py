@@ -264,6 +264,38 @@ def test_draft_reads_a_missing_value_text_and_0_1_flags(tmp_path):
     assert back["age"].str.fullmatch(r"\d+|N").all() and back["score"].str.fullmatch(r"\d+|\?").all()
 
 
+def test_draft_of_a_pandas_export_with_nulls_written_n_reads_its_own_table(tmp_path):
+    """pandas writes a whole-number column holding NaN as 3.0 (and N with na_rep): such texts match
+    no category or boolean label, so the draft bounds those columns and reads them as numbers (it
+    drafted categories that then refused "3.0"); month codes 01..12 stay texts; padded numbers are
+    numbers; a Y/N flag whose missing text is "-" is a boolean with that marker. The draft then
+    encodes its own table."""
+    from privmarg import MST, Schema
+
+    rng = np.random.default_rng(0)
+    n = 300
+    kids = rng.integers(0, 5, n).astype(float)
+    kids[rng.random(n) < 0.1] = np.nan
+    flag = rng.integers(0, 2, n).astype(float)
+    flag[rng.random(n) < 0.1] = np.nan
+    month = np.array([f"{m:02d}" for m in rng.integers(1, 13, n)], dtype=object)
+    month[rng.random(n) < 0.1] = "N"
+    pad = np.array([f" {m}" for m in rng.integers(10, 20, n)], dtype=object)
+    pad[rng.random(n) < 0.1] = " N "
+    pd.DataFrame({"kids": kids, "flag": flag, "month": month, "pad": pad, "yn": rng.choice(["Y", "N", "-"], n)}
+                 ).to_csv(tmp_path / "t.csv", index=False, na_rep="N")
+    df = read_table(tmp_path / "t.csv")
+    cols = draft_schema(df)[0]["columns"]
+    assert cols["kids"] == {"type": "integer", "min": 0, "max": 4, "missing": True, "null": "N"}
+    assert cols["flag"] == {"type": "integer", "min": 0, "max": 1, "missing": True, "null": "N"}
+    assert cols["month"]["type"] == "categorical" and cols["month"]["values"][:2] == ["01", "02"]
+    assert (cols["pad"]["type"], cols["pad"]["null"]) == ("integer", "N")
+    assert cols["yn"] == {"type": "boolean", "labels": ["N", "Y"], "missing": True, "null": "-"}
+    sch = Schema.from_dict(draft_schema(df)[0])
+    out = MST(5.0, 1e-9, seed=0).fit(df, sch, allow_draft_schema=True).sample(200, seed=0)
+    assert set(out["yn"]) <= {"Y", "N", "-"} and set(out["month"]) <= set(cols["month"]["values"])
+
+
 def test_boolean_labels_read_and_write_the_tables_own_form():
     """A boolean written 0/1 or no/yes comes back 0/1 or no/yes (it came back True/False), and the
     draft records the form of a yes/no column."""

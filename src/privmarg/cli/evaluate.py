@@ -28,7 +28,10 @@ def _load_run_report(path: Path | None) -> dict | None:
     if path is None:
         return None
     with open(path) as fh:
-        rep = strict_json.load(fh)
+        try:
+            rep = strict_json.load(fh)
+        except ValueError as e:
+            raise ValueError(f"--run-report {path}: not a JSON report ({one_line(e)})") from None
     if not isinstance(rep, dict) or "method" not in rep or not isinstance(rep.get("privacy"), dict):
         raise ValueError(f"--run-report {path}: not a report of privmarg synth (a JSON object with its method "
                          "and privacy)")
@@ -181,7 +184,7 @@ def _add_extras(result: dict, real_d, synth_d, test_d, seed: int, info: dict, *,
         err.print(bounds_note, highlight=False)
 
 
-def _grid(schema: Path | None, domain: Path | None, drop_unknown: bool, rep: dict | None):
+def _grid(schema: Path | None, domain: Path | None, drop_unknown: bool, rep: dict | None, rep_path: Path | None):
     """(raw schema or None, encoder or None, domain) of the evaluation: the schema's public encoding
     (evaluation reads the real table directly, being for the curator, not for release, so the grid
     must not depend on it), or the domain file. A schema whose bounds or values come from DP steps
@@ -195,14 +198,31 @@ def _grid(schema: Path | None, domain: Path | None, drop_unknown: bool, rep: dic
         return None, None, Domain.from_json(domain)
     sch_raw = Schema.load(schema)
     if any(c.dp_discovery for c in sch_raw.columns):
-        resolved = ((rep or {}).get("preprocessing") or {}).get("schema")
-        if not isinstance(resolved, dict):
-            raise ValueError(f"{schema}: some columns take their bounds or values from DP steps, so the schema "
-                             "alone fixes no encoding: give the run's report (privmarg synth --report) as "
-                             "--run-report, whose resolved schema then stands in for it")
-        sch_raw = Schema.from_dict(resolved, source=f"{schema} as resolved by the run")
+        sch_raw = _resolved_schema(sch_raw, schema, rep, rep_path)
     encoder = TableEncoder(sch_raw.public_encoding(), drop_unknown=drop_unknown).fit()
     return sch_raw, encoder, encoder.domain
+
+
+def _resolved_schema(given, schema: Path, rep: dict | None, rep_path: Path | None):
+    """The run's resolved schema (its DP steps' released bounds and values) for ``given``, a schema
+    with DP steps: the same columns, of the same types, or an error naming the report."""
+    from ..schema import Schema
+
+    if rep is None:
+        raise ValueError(f"{schema}: some columns take their bounds or values from DP steps, so the schema alone "
+                         "fixes no encoding: give the run's report (privmarg synth --report) as --run-report, "
+                         "whose resolved schema then stands in for it")
+    resolved = (rep.get("preprocessing") or {}).get("schema") if isinstance(rep.get("preprocessing"), dict) else None
+    if not isinstance(resolved, dict):
+        raise ValueError(f"--run-report {rep_path}: holds no resolved schema (a run through a schema writes one "
+                         "under preprocessing)")
+    out = Schema.from_dict(resolved, source=f"--run-report {rep_path}: preprocessing schema")  # errors say so
+    want = [(c.name, c.type) for c in given.columns]
+    got = [(c.name, c.type) for c in out.columns]
+    if want != got:
+        raise ValueError(f"--run-report {rep_path} was made with another schema than {schema} (columns and types "
+                         f"{got} against {want})")
+    return out
 
 
 def _run_info(rep: dict | None, run_report: Path | None, sch_raw, dom) -> dict:
@@ -279,7 +299,7 @@ def evaluate_cmd(
             raise ValueError(f"unknown metric(s) {sorted(set(wanted) - set(ALL_METRICS))}: choose from "
                              f"{', '.join(ALL_METRICS)}")
         rep = _load_run_report(run_report)
-        sch_raw, encoder, dom = _grid(schema, domain, drop_unknown, rep)
+        sch_raw, encoder, dom = _grid(schema, domain, drop_unknown, rep, run_report)
         if attack and test is None:
             raise UsageProblem("--attack needs --test: records held out of the run (the attack's non-members)")
         if target is not None and target not in dom:

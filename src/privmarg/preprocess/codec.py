@@ -123,14 +123,12 @@ def _as_input(col: pd.Series, codec: "ColumnCodec", fmt: dict | None, extra: tup
     return col.astype(f"datetime64[{fmt['datetime_unit']}]")
 
 
-def _datetime_text(col: pd.Series) -> pd.Series:
-    """Dates as text, written as pandas writes a date column (``2024-03-01``; with the time of day
-    where some value has one), missing ones left missing: beside a missing-value text such as ``N``
-    the column holds text, and a timestamp object would be written with its midnight."""
+def _datetime_text(col: pd.Series, unit: str) -> pd.Series:
+    """Dates as text (``2024-03-01``; with the time of day for a column whose ``unit`` is finer than
+    days), missing ones left missing: beside a missing-value text such as ``N`` the column holds text,
+    and a timestamp object would be written with its midnight."""
     t = pd.Series(col)
-    ok = t.notna()
-    whole_days = bool((t[ok] == t[ok].dt.normalize()).all())
-    return t.dt.strftime("%Y-%m-%d" if whole_days else "%Y-%m-%d %H:%M:%S").where(ok)
+    return t.dt.strftime("%Y-%m-%d" if unit == "D" else "%Y-%m-%d %H:%M:%S").where(t.notna())
 
 
 def _jsonable(v: Any) -> Any:

@@ -377,7 +377,7 @@ class TableEncoder:
             fmt = getattr(self, "formats_", {}).get(name)
             if spec.null:  # missing values written as the input wrote them (a category of their own)
                 if spec.type == "datetime":  # text beside the marker, as a date column is written
-                    col = _datetime_text(col)
+                    col = _datetime_text(col, spec.unit)
                 col = _as_input(col.astype(object).where(col.notna(), spec.null[0]), self.codecs_[name], fmt,
                                 extra=(spec.null[0],))
             else:

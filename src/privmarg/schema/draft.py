@@ -14,8 +14,9 @@ numbers 0 and 1 only are drafted as a boolean written ``0``/``1`` (no bounds to 
 
 ``dp=True`` (``privmarg schema draft --dp``) writes no bounds and no category lists at all: numeric
 columns say ``"bounds": "dp"`` and categorical ones ``"values": "dp"`` (found by DP steps at fit
-time, charged to the budget). Only the column types, the missing flags and the identifier notes
-still come from the data; such a draft is marked ``"draft": true`` all the same.
+time, charged to the budget). Only the column types, the missing flags and missing-value texts, a
+float's decimals and the identifier notes still come from the data; such a draft is marked
+``"draft": true`` all the same.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ DRAFT_WARNING = (
 
 DP_DRAFT_WARNING = (
     "this draft schema leaves bounds and category lists to DP steps (\"bounds\": \"dp\", \"values\": \"dp\"), "
-    "but its column types, missing flags and the boolean/datetime choices were read off the PRIVATE data. "
+    "but its column types, missing flags and missing-value texts, decimals and the boolean/datetime choices were "
+    "read off the PRIVATE data. "
     "Check them against public knowledge (give public bounds or lists where you have them: they cost no "
     "budget) and delete the \"draft\" key before any release."
 )
@@ -71,7 +73,7 @@ def draft_schema(df: pd.DataFrame, *, dp: bool = False) -> tuple[dict, list[str]
     n = len(df)
     markers: dict[str, str] = {}  # column -> its missing-value text
     for name in df.columns:
-        marker, s = _null_marker(df[name])
+        marker, s, loose = _null_marker(df[name])
         if marker is not None:
             markers[str(name)] = marker
         nonnull = s.dropna()
@@ -95,9 +97,11 @@ def draft_schema(df: pd.DataFrame, *, dp: bool = False) -> tuple[dict, list[str]
             if len(x) == 0:
                 spec = {"type": "categorical", "values": ["?"]}
                 notes.append(f"column {name!r} holds no finite number: fill in its type by hand")
-            elif integral and set(distinct) == {0.0, 1.0}:
+            # (numbers read from texts not written as plain whole numbers, "3.0" or " 12", match no
+            # category or label: such a column is bounded instead, and read as numbers)
+            elif integral and set(distinct) == {0.0, 1.0} and not loose:
                 spec = {"type": "boolean", "labels": [0, 1]}  # a flag: written back as 0/1
-            elif integral and len(distinct) <= CATEGORICAL_MAX_DISTINCT:
+            elif integral and len(distinct) <= CATEGORICAL_MAX_DISTINCT and not loose:
                 spec = {"type": "categorical", "values": [int(v) for v in distinct]}
             elif integral:
                 spec = {"type": "integer", "min": int(x.min()), "max": int(x.max())}
@@ -139,31 +143,41 @@ def draft_schema(df: pd.DataFrame, *, dp: bool = False) -> tuple[dict, list[str]
     return {"_warning": DP_DRAFT_WARNING if dp else DRAFT_WARNING, "draft": True, "columns": cols}, notes
 
 
-def _null_marker(s: pd.Series) -> tuple[str | None, pd.Series]:
-    """(the text standing for a missing value, the column with it as a null) when a text column holds
-    numbers, dates or booleans apart from one text of :data:`NULL_LOOKING`; numbers come back as
-    numbers. Else ``(None, s)``. A text that is itself a boolean form (``N`` beside ``Y``) is no marker."""
+def _null_marker(s: pd.Series) -> tuple[str | None, pd.Series, bool]:
+    """(the text standing for a missing value, the column with it as a null, whether numbers came from
+    texts not written as plain whole numbers) when a text column holds numbers, dates or booleans
+    apart from one text of :data:`NULL_LOOKING`; numbers come back as numbers. Else ``(None, s,
+    False)``. A boolean form beside its opposite (``N`` beside ``Y``) is no marker; codes written with
+    leading zeros (``01``) stay texts."""
+    none = None, s, False
     if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s) or pd.api.types.is_datetime64_any_dtype(s):
-        return None, s
-    texts = s.dropna().astype(str).str.strip()
-    found = [t for t in pd.unique(texts) if t.lower() in NULL_LOOKING]
+        return none
+    texts = s.dropna().astype(str)
+    lowered = set(texts.str.strip().str.lower())
+    found = [t for t in pd.unique(texts.str.strip()) if t.lower() in NULL_LOOKING
+             and not (t.lower() in _FALSE and lowered & _TRUE) and not (t.lower() in _TRUE and lowered & _FALSE)]
     if len(found) != 1:
-        return None, s
+        return none
     marker = found[0]
     is_marker = s.astype(str).str.strip().eq(marker) & s.notna()
     rest = s[~is_marker].dropna()
     if rest.empty:
-        return None, s
+        return none
     masked = s.mask(is_marker)
-    numbers = pd.to_numeric(rest, errors="coerce")
+    raw = rest.astype(str)
+    numbers = pd.to_numeric(raw, errors="coerce")
     if numbers.notna().all():
-        return marker, pd.to_numeric(masked, errors="coerce")
+        if raw.str.strip().str.match(r"[-+]?0\d").any():
+            return none  # codes such as 01 or 02134: their zeros are part of the value
+        whole = np.isfinite(numbers) & (numbers == np.round(numbers))
+        plain = raw[whole].eq(numbers[whole].map(lambda v: str(int(v)))).all()
+        return marker, pd.to_numeric(masked, errors="coerce"), not plain
     forms = _TRUE | _FALSE
-    if marker.lower() not in forms and {str(v).strip().lower() for v in pd.unique(rest)} <= forms:
-        return marker, masked
+    if marker.lower() not in forms and {v.strip().lower() for v in pd.unique(raw)} <= forms:
+        return marker, masked, False
     if _try_datetime(rest) is not None:
-        return marker, masked
-    return None, s
+        return marker, masked, False
+    return none
 
 
 def _marker_notes(df: pd.DataFrame, cols: dict[str, dict], markers: dict[str, str]) -> list[str]:

@@ -7,6 +7,7 @@ zeros (§3.7). Pure post-processing: no privacy cost.
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -154,6 +155,15 @@ class _Problem:
             g.to_x(mu_flat, x)
         return x
 
+    def spreader(self) -> "_Problem":
+        """A copy that can only spread potentials (:meth:`to_theta`): the maps it reads, without the
+        loss's terms, the x-space map or the partial-sum tables a fit wrote (what a model that makes
+        its θ later keeps)."""
+        out = object.__new__(_Problem)
+        out.small_idx, out.At, out.mu_off, out.bare = self.small_idx, self.At, self.mu_off, self.bare
+        out.dense = [g.without_buffers() for g in self.dense]
+        return out
+
     def to_theta(self, phi: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """θ = Aᵀ φ: the potentials spread over the maximal cliques (log space), written into ``out``
         (every cell) when given."""
@@ -244,6 +254,12 @@ class _DenseGroup:
             self.node_keys[node].append((sl, bshape))
         self._bufs: list[np.ndarray] | None = None  # the partial-sum nodes' tables, made once
 
+    def without_buffers(self) -> "_DenseGroup":
+        """This group's maps, sharing none of its partial-sum tables (made again when next used)."""
+        out = copy.copy(self)
+        out._bufs = None
+        return out
+
     def _nodes(self, flat: np.ndarray) -> list[np.ndarray]:
         if self._bufs is None or (self._bufs and self._bufs[0].dtype != flat.dtype):
             self._bufs = [np.empty(shape, dtype=flat.dtype) for _, _, shape, _ in self.nodes]
@@ -332,18 +348,24 @@ class _Evaluator:
             theta_flat += self.base
         return theta_flat
 
-    def theta_later(self, params: np.ndarray) -> Callable[[], list[np.ndarray]]:
+    def theta_later(self, params: np.ndarray) -> Callable[[], list[np.ndarray]] | None:
         """A function making the cliques' θ at ``params`` (as :meth:`theta_at`, bit for bit) when
-        called; it holds the potentials' maps and the structural zeros, none of the evaluator's
-        buffers."""
+        called, or None where it would hold more memory than θ itself (a tree of many small cliques,
+        whose sparse map costs more than their cells). It holds the potentials' map
+        (:meth:`_Problem.spreader`) and the structural zeros' cells, not the loss's terms nor any
+        buffer a fit wrote."""
         prob, fdtype, shapes = self.prob, self.fdtype, self.plan.shapes
-        base = self.base if self.has_zeros else None
+        held = prob.At.data.nbytes + prob.At.indices.nbytes + prob.At.indptr.nbytes
+        if held > int(prob.mu_off[-1]) * fdtype.itemsize:
+            return None
+        spread = prob.spreader()
+        zero_cells = np.flatnonzero(np.isneginf(self.base)) if self.has_zeros else None
 
         def make() -> list[np.ndarray]:
-            theta = prob.to_theta(params).astype(fdtype, copy=False)
-            if base is not None:
-                theta += base
-            return [theta[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(s) for i, s in enumerate(shapes)]
+            theta = spread.to_theta(params).astype(fdtype, copy=False)
+            if zero_cells is not None:
+                theta[zero_cells] = -np.inf  # as θ + base: base is 0 but on the zeros
+            return [theta[spread.mu_off[i]:spread.mu_off[i + 1]].reshape(s) for i, s in enumerate(shapes)]
         return make
 
     def theta_log(self, params: np.ndarray, i: int) -> np.ndarray:
@@ -537,7 +559,9 @@ def _fitted_model(domain: Domain, tree: JunctionTree, plan: _Plan, evaluate: _Ev
     if recast is None:
         # on big cliques θ is a pass as dear as belief propagation, and a fit's model is mostly only
         # queried (its marginals are μ): made when first asked for
-        theta = evaluate.theta_later(phi) if evaluate.exp_space else evaluate.views(evaluate.theta_at(phi))
+        theta = evaluate.theta_later(phi) if evaluate.exp_space else None
+        if theta is None:
+            theta = evaluate.views(evaluate.theta_at(phi))
         return GraphicalModel(domain, tree, theta, total, plan=plan, marginals=evaluate.views(mu))
     theta_flat = evaluate.prob.to_theta(phi).astype(recast, copy=False)
     if evaluate.has_zeros:
