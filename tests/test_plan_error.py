@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import privmarg
-from privmarg import AIM, Dataset, Domain, Plan, plan_aim
+from privmarg import AIM, Dataset, Domain, Plan, Schema, plan_aim
 from privmarg.cli import app
 from privmarg.core import parse_workload
 from privmarg.evaluation.metrics import workload_error
@@ -75,6 +75,28 @@ def test_a_schema_is_planned_at_its_encoding_for_this_budget():
     assert small.size() < large.size()  # adaptive bins: fewer at a smaller budget (the encoder's rule)
     p = plan_aim(schema, 1.0, 1e-9, rows=5960)
     assert p.rho_selection == pytest.approx(0.9 * p.rho)  # the DP preprocessing's share
+
+
+def test_a_schema_with_dp_steps_is_planned_at_their_largest_encoding(tmp_path):
+    """DP bounds or values are found at fit time: the plan takes a DP-bounds column as an adaptive
+    one (bins for the rows and budget, three atoms), a discovered column at its max_values and one for
+    the rest, the other columns at their public encoding, and says so (it refused such a schema)."""
+    spec = {"columns": {"age": {"type": "integer", "bounds": "dp"}, "pay": {"type": "float", "bounds": "dp",
+                                                                           "missing": True},
+                        "city": {"type": "categorical", "values": "dp", "max_values": 10},
+                        "sex": {"type": "categorical", "values": ["F", "M"]}}}
+    schema = Schema.from_dict(spec)
+    sizes = dict(zip(schema.names, planned_domain(schema, 1.0, 1e-9, None).shape))
+    assert sizes["city"] == 11 and sizes["sex"] == 2 and sizes["age"] == schema["age"].max_size
+    at_rows = dict(zip(schema.names, planned_domain(schema, 1.0, 1e-9, 2000).shape))
+    assert at_rows["pay"] == at_rows["age"] + 1 < sizes["pay"] and at_rows["city"] == 11
+    p = plan_aim(schema, 1.0, 1e-9, rows=2000)
+    assert 0 < p.mean_error < 2 and any("DP steps" in n and "age, pay, city" in n for n in p.notes)
+    (tmp_path / "s.json").write_text(json.dumps(spec))
+    r = runner.invoke(app, ["plan", "--schema", str(tmp_path / "s.json"), "--epsilon", "1", "--delta", "1e-9",
+                            "--rows", "2000"])
+    assert r.exit_code == 0, r.output
+    assert "predicted mean workload error" in r.stderr and "DP steps" in r.stderr
 
 
 def test_warnings_fire():

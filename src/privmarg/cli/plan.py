@@ -144,10 +144,11 @@ def plan(
 
 
 def _schema_domain(schema):
-    """The domain a schema's public encoding gives (its DP-sized bins at their public maximum)."""
-    from ..preprocess import TableEncoder
+    """The domain a schema's public encoding gives (its DP-sized bins at their public maximum, columns
+    with DP bounds or values at their largest encoding)."""
+    from ..select.aim_plan import public_sizes
 
-    return TableEncoder(schema.public_encoding()).fit().domain
+    return public_sizes(schema)
 
 
 def register(app) -> None:

@@ -257,23 +257,39 @@ def schema_budget(schema, epsilon: float, delta: float, preprocess_share: float)
     return rho, rho * (1 - preprocess_share) if schema.needs_dp else rho
 
 
+def public_sizes(schema) -> Domain:
+    """Each column's number of codes in the schema's public encoding; a column whose bounds or values
+    a DP step finds gets its largest encoding (:attr:`~privmarg.schema.ColumnSpec.max_size`: the step
+    usually finds fewer). Public inputs only."""
+    from ..preprocess import TableEncoder
+    from ..schema import Schema
+
+    fixed = [c for c in schema.columns if not c.dp_discovery]
+    sizes = {}
+    if fixed:  # the columns a public encoding fixes (rules left out: they only cut inside bins)
+        spec = schema.to_dict()
+        sub = Schema.from_dict({"columns": {c.name: spec["columns"][c.name] for c in fixed}})
+        sizes = dict(zip(sub.names, TableEncoder(sub.public_encoding()).fit().domain.shape))
+    return Domain(schema.names, [sizes.get(c.name, c.max_size) for c in schema.columns])
+
+
 def planned_domain(schema, epsilon: float, delta: float, rows: int | None, preprocess_share: float = 0.1) -> Domain:
     """The domain a schema's encoding would give at this budget, from public inputs: an adaptive
-    numeric column gets about :func:`~privmarg.preprocess.binning.resolution_bins` bins for N =
-    ``rows`` (the encoder's own rule; at most its ``bins``, which may exceed the public encoding's
-    uniform bins), plus its stated atoms and missing code
-    (heavy values found in the data would add codes: not counted); every other column its public
-    encoding's size. Without ``rows``, the public encoding."""
-    from ..preprocess import TableEncoder
+    numeric column (DP bounds included) gets about :func:`~privmarg.preprocess.binning.resolution_bins`
+    bins for N = ``rows`` (the encoder's own rule; at most its ``bins``, which may exceed the public
+    encoding's uniform bins), plus its stated atoms (three where the bounds are DP: both bounds and 0)
+    and missing code (heavy values found in the data would add codes: not counted); a column whose
+    values DP discovery finds, its largest encoding; every other column its public encoding's size.
+    Without ``rows``, :func:`public_sizes`."""
     from ..preprocess.binning import resolution_bins
 
-    public = TableEncoder(schema.public_encoding()).fit().domain
+    public = public_sizes(schema)
     if not rows:
         return public
     _, rho_model = schema_budget(schema, epsilon, delta, preprocess_share)
     bins = math.ceil(resolution_bins(rows, len(schema), rho_model))
-    sizes = [min(c.bins, bins) + len(c.atoms) + int(c.missing) if c.binning == "privtree" and c.adaptive else n
-             for c, n in zip(schema.columns, public.shape)]
+    sizes = [min(c.bins, bins) + (max(3, len(c.atoms)) if c.dp_bounds else len(c.atoms)) + int(c.missing)
+             if c.binning == "privtree" and c.adaptive else n for c, n in zip(schema.columns, public.shape)]
     return Domain(public.attrs, sizes)
 
 
@@ -295,9 +311,15 @@ def plan_aim(domain: Any, epsilon: float, delta: float = 1e-9, *, rows: int | No
         schema = domain
         rho, rho_sel = schema_budget(schema, epsilon, delta, preprocess_share)
         domain = planned_domain(schema, epsilon, delta, rows, preprocess_share)
+        dp = [c.name for c in schema.columns if c.dp_discovery]
+        if dp:
+            notes += (f"{len(dp)} column(s) ({', '.join(dp[:4])}{', ...' if len(dp) > 4 else ''}) take their bounds "
+                      "or values from DP steps at fit time: planned at the most codes those steps can give (values "
+                      "found by discovery: its max_values and one for the rest), so the predicted error is on the "
+                      "high side where they find fewer",)
         heavy = [c.name for c in schema.columns if c.heavy_fixed or c.heavy_threshold]
         if heavy and rows:
-            notes = (f"the encoding assumed: {', '.join(f'{a} {n}' for a, n in zip(domain.attrs, domain.shape))} codes; "
+            notes += (f"the encoding assumed: {', '.join(f'{a} {n}' for a, n in zip(domain.attrs, domain.shape))} codes; "
                      f"{len(heavy)} column(s) ({', '.join(heavy[:4])}{', ...' if len(heavy) > 4 else ''}) also get a code "
                      "for each value the DP preprocessing finds to hold many rows, which this plan cannot know: finer "
                      "codes raise the error (on raw tables at epsilon 10 this plan was up to 5 times too low)",)
