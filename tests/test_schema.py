@@ -296,6 +296,35 @@ def test_draft_of_a_pandas_export_with_nulls_written_n_reads_its_own_table(tmp_p
     assert set(out["yn"]) <= {"Y", "N", "-"} and set(out["month"]) <= set(cols["month"]["values"])
 
 
+def test_a_parquet_table_with_a_table_wide_null_text_goes_through_the_command(tmp_path):
+    """Parquet input (typed: datetimes, floats with NaN) and a schema whose top-level "null" names
+    the text a CSV export would use: the run wrote that text into the typed columns and failed after
+    spending the budget (a date could not be parsed from "N"; Parquet could not store "N" among
+    floats). Now the release is written, its columns typed, missing values missing."""
+    rng = np.random.default_rng(1)
+    n = 600
+    df = pd.DataFrame({"when": pd.to_datetime("2020-01-01") + pd.to_timedelta(rng.integers(0, 900, n), unit="D"),
+                       "amt": np.round(rng.gamma(2, 40, n), 2), "cnt": rng.integers(0, 50, n).astype(float),
+                       "grp": rng.choice(["a", "b", "N"], n)})
+    for c in ("when", "amt", "cnt"):
+        df.loc[rng.random(n) < 0.1, c] = pd.NaT if c == "when" else np.nan
+    df.to_parquet(tmp_path / "in.parquet")
+    (tmp_path / "s.json").write_text(json.dumps({"null": "N", "columns": {
+        "when": {"type": "datetime", "min": "2020-01-01", "max": "2022-12-31", "missing": True},
+        "amt": {"type": "float", "min": 0, "max": 1000, "missing": True},
+        "cnt": {"type": "integer", "min": 0, "max": 49, "missing": True},
+        "grp": {"type": "categorical", "values": ["a", "b"], "missing": True}}}))
+    r = CliRunner().invoke(app, ["synth", str(tmp_path / "in.parquet"), "--schema", str(tmp_path / "s.json"),
+                                 "--method", "mst", "--epsilon", "4", "--delta", "1e-9", "-o",
+                                 str(tmp_path / "out.parquet")])
+    assert r.exit_code == 0, r.output
+    out = pd.read_parquet(tmp_path / "out.parquet")
+    assert pd.api.types.is_datetime64_any_dtype(out["when"]) and out["when"].isna().any()
+    assert out["amt"].dtype == np.float64 and out["amt"].isna().any() and out["amt"].dropna().between(0, 1000).all()
+    assert str(out["cnt"].dtype) == "Int64" and out["cnt"].isna().any()
+    assert set(out["grp"]) <= {"a", "b", "N"} and (out["grp"] == "N").any()  # a text column keeps the text
+
+
 def test_boolean_labels_read_and_write_the_tables_own_form():
     """A boolean written 0/1 or no/yes comes back 0/1 or no/yes (it came back True/False), and the
     draft records the form of a yes/no column."""

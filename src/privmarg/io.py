@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 Writer = Callable[[str], None]  # writes one file's content to the path it is given
@@ -196,11 +197,33 @@ def table_writer(df: pd.DataFrame, path: str | Path) -> Writer:
     """The writer of ``df`` for ``path``'s format: CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``)."""
     name = Path(path).name.lower()
     if name.endswith((".parquet", ".pq")):
-        return lambda tmp: df.to_parquet(tmp, index=False)
+        table = parquet_ready(df)
+        return lambda tmp: table.to_parquet(tmp, index=False)
     if name.endswith((".csv", ".csv.gz", ".txt")):
         comp = "gzip" if name.endswith(".gz") else None
         return lambda tmp: df.to_csv(tmp, index=False, compression=comp)
     raise ValueError(f"{path}: output must end in .csv, .csv.gz or .parquet")
+
+
+def parquet_ready(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with columns Parquet can store: a column of numbers (or timestamps) beside one text, the
+    missing-value text a schema's ``"null"`` writes for a CSV, becomes a typed column with that text
+    missing (nullable integers where every number is whole). Other columns as they are."""
+    out = {}
+    for name in df.columns:
+        col = df[name]
+        if col.dtype == object:
+            text = col.map(lambda v: isinstance(v, str))
+            if text.any() and not text.all() and col[text].nunique() == 1:
+                rest = col[~text & col.notna()]
+                if rest.map(lambda v: isinstance(v, pd.Timestamp)).all():
+                    col = pd.to_datetime(col.where(~text))
+                elif rest.map(lambda v: isinstance(v, (int, float, np.integer, np.floating))
+                              and not isinstance(v, (bool, np.bool_))).all():
+                    whole = rest.map(lambda v: isinstance(v, (int, np.integer))).all()
+                    col = pd.to_numeric(col.where(~text)).astype("Int64" if whole else "float64")
+        out[name] = col
+    return pd.DataFrame(out, index=df.index)
 
 
 def text_writer(text: str) -> Writer:

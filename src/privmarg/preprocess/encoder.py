@@ -375,7 +375,9 @@ class TableEncoder:
                                  None if exact is None else exact.get(name), pos.get(j))
             spec = self.codecs_[name].spec
             fmt = getattr(self, "formats_", {}).get(name)
-            if spec.null:  # missing values written as the input wrote them (a category of their own)
+            # missing values written as the input wrote them: the text a text column held, or NaT in
+            # a column the input stored as datetimes (a table-wide null text cannot sit in one)
+            if spec.null and not (fmt and "datetime_unit" in fmt):
                 if spec.type == "datetime":  # text beside the marker, as a date column is written
                     col = _datetime_text(col, spec.unit)
                 col = _as_input(col.astype(object).where(col.notna(), spec.null[0]), self.codecs_[name], fmt,
