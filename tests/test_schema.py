@@ -325,6 +325,40 @@ def test_a_parquet_table_with_a_table_wide_null_text_goes_through_the_command(tm
     assert set(out["grp"]) <= {"a", "b", "N"} and (out["grp"] == "N").any()  # a text column keeps the text
 
 
+def test_a_release_that_cannot_be_written_fails_before_any_budget_is_spent(tmp_path, monkeypatch):
+    """The command decodes and writes a rehearsal table on the schema's public encoding (DP columns
+    with placeholders) before fitting: a decoding or writing failure is one error line, exit 2,
+    nothing written and no fit run (it came after the whole budget was spent)."""
+    from privmarg.preprocess import TableEncoder
+    from privmarg.synth import Synthesizer
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": rng.integers(0, 9, 200), "g": rng.choice(["a", "b"], 200), "y": rng.random(200)})
+    df.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "s.json").write_text(json.dumps({"columns": {"x": {"type": "integer", "min": 0, "max": 8},
+                                                             "g": {"type": "categorical", "values": "dp"},
+                                                             "y": {"type": "float", "bounds": "dp"}}}))
+    fits = []
+    monkeypatch.setattr(Synthesizer, "fit", lambda self, *a, **k: fits.append(1))
+    real_decode = TableEncoder.decode
+
+    def decode(self, codes, *a, **k):  # a release whose column cannot be written as Parquet
+        out = real_decode(self, codes, *a, **k)
+        out["x"] = [object()] * len(out)
+        return out
+    monkeypatch.setattr(TableEncoder, "decode", decode)
+    r = CliRunner().invoke(app, ["synth", str(tmp_path / "in.csv"), "--schema", str(tmp_path / "s.json"),
+                                 "--method", "mst", "--epsilon", "1", "--delta", "1e-9", "-o",
+                                 str(tmp_path / "out.parquet")])
+    assert r.exit_code == 2 and "could not be written" in r.output and "nothing was spent" in r.output
+    assert r.output.count("error:") == 1 and not fits and not (tmp_path / "out.parquet").exists()
+    monkeypatch.setattr(TableEncoder, "decode", real_decode)  # the same run otherwise reaches the fit
+    r = CliRunner().invoke(app, ["synth", str(tmp_path / "in.csv"), "--schema", str(tmp_path / "s.json"),
+                                 "--method", "mst", "--epsilon", "1", "--delta", "1e-9", "-o",
+                                 str(tmp_path / "out.parquet")])
+    assert fits == [1]
+
+
 def test_boolean_labels_read_and_write_the_tables_own_form():
     """A boolean written 0/1 or no/yes comes back 0/1 or no/yes (it came back True/False), and the
     draft records the form of a yes/no column."""

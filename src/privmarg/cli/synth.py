@@ -79,6 +79,8 @@ def synth(
             raise UsageProblem("--spark-master is for --backend spark")
         sch, dom, data, zero_list, public_data = _read_inputs(input, location, schema, domain, zeros, public,
                                                               backend, drop_unknown, spark_master, allow_draft_schema)
+        if sch is not None:
+            _rehearse_output(sch, data, output, drop_unknown)
         _check_public(method_l, public)
         mech = _make_method(method_l, epsilon, delta, dom, backend=backend, seed=seed, neighbour=neighbour,
                             noise=noise, generator=generator, workload=workload, max_model_size=max_model_size)
@@ -205,6 +207,46 @@ def _read_inputs(input, location: str, schema, domain, zeros, public, backend: s
         else:
             public_data = Dataset.from_frame(read_table(public), dom, drop_unknown=drop_unknown)
     return sch, dom, data, zero_list, public_data
+
+
+def _rehearse_output(sch: Schema, data, output: Path, drop_unknown: bool) -> None:
+    """Decode records holding every code of the schema's public encoding and write them as OUTPUT's
+    format to a scratch file, before any budget is spent: a release that cannot be decoded or stored
+    (a missing-value text among typed values, say) fails here, not after the fit. Columns whose bounds
+    or values DP steps find stand in with public placeholders. Reads the input's storage formats only
+    (its column types), never its values."""
+    import tempfile
+
+    import numpy as np
+
+    from ..preprocess import TableEncoder
+    from ..preprocess.codec import input_formats
+
+    from ..schema import SchemaError
+
+    spec = sch.to_dict()
+    spec.pop("draft", None)
+    for col in spec["columns"].values():
+        if col.get("bounds") == "dp":
+            col.pop("bounds")
+            col.update(min=0, max=1)
+        if col.get("values") == "dp":
+            col.pop("max_values", None)
+            col["values"] = ["x"]
+    try:
+        stand_in = Schema.from_dict(spec).public_encoding()
+    except SchemaError:  # no public stand-in for this schema: the release is not rehearsed
+        return
+    enc = TableEncoder(stand_in, drop_unknown=drop_unknown).fit()
+    enc.formats_ = input_formats(stand_in, data)
+    rows = int(min(max(enc.domain.shape), 1000))
+    rng = np.random.default_rng(0)
+    codes = np.stack([rng.permutation(np.resize(np.arange(k), rows)) for k in enc.domain.shape], axis=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            table_writer(enc.decode(codes, rng), Path(tmp) / Path(output).name)(Path(tmp) / Path(output).name)
+        except Exception as e:  # whatever decoding or the format's writer raises
+            raise ValueError(f"{output}: the release could not be written ({one_line(e)}); nothing was spent") from None
 
 
 def _print_summary(mech, rows: int, output, report, save_model, t0: float) -> None:
