@@ -359,6 +359,22 @@ def test_a_release_that_cannot_be_written_fails_before_any_budget_is_spent(tmp_p
     assert fits == [1]
 
 
+def test_csv_files_written_with_semicolons_or_tabs_are_read(tmp_path):
+    """A spreadsheet in many locales writes a CSV with semicolons (and decimal commas stay quoted
+    text): the header decides the separator, so the columns are found (the whole line was one column,
+    and the error said every column of the schema was missing); a comma header is read as before,
+    commas inside quoted semicolon fields included."""
+    rows = [["a", "b c", "d"], ["1", "x", "2.5"], ["2", "y,z", "3.5"]]
+    for sep, name in ((";", "semi.csv"), ("\t", "tab.csv"), (",", "comma.csv"), ("|", "pipe.csv")):
+        text = "\n".join(sep.join(f'"{v}"' if "," in v and sep == "," else v for v in r) for r in rows) + "\n"
+        (tmp_path / name).write_text(text)
+        df = read_table(tmp_path / name)
+        assert df.columns.tolist() == ["a", "b c", "d"] and df["b c"].tolist() == ["x", "y,z"], name
+        assert df["a"].tolist() == [1, 2] and df["d"].tolist() == [2.5, 3.5]
+    (tmp_path / "one.csv").write_text("a\n1\n2\n")
+    assert read_table(tmp_path / "one.csv").columns.tolist() == ["a"]
+
+
 def test_boolean_labels_read_and_write_the_tables_own_form():
     """A boolean written 0/1 or no/yes comes back 0/1 or no/yes (it came back True/False), and the
     draft records the form of a yes/no column."""

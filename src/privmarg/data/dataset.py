@@ -112,8 +112,22 @@ class Dataset:
         return np.bincount(idx, minlength=int(np.prod(sizes))).astype(float)
 
 
+#: column separators a CSV may use; the header line decides (the one it holds most often)
+SEPARATORS = (",", ";", "\t", "|")
+
+
+def _separator(path: Path) -> str:
+    """The separator of a CSV's header line: a comma unless the header holds none and another of
+    :data:`SEPARATORS` (a semicolon, as spreadsheets write in many locales; a tab)."""
+    header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False, sep="\x00",
+                         engine="python").iloc[0, 0]
+    counts = {sep: header.count(sep) for sep in SEPARATORS}
+    return "," if counts[","] else max(SEPARATORS, key=lambda sep: counts[sep])
+
+
 def read_table(path: str | Path) -> pd.DataFrame:
-    """Read a CSV (``.csv``, ``.csv.gz``) or Parquet file into a DataFrame."""
+    """Read a CSV (``.csv``, ``.csv.gz``; comma-separated, or semicolon- or tab-separated where the
+    header line holds no comma) or Parquet file into a DataFrame."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file")
@@ -126,8 +140,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
         except (OSError, ValueError) as e:  # pyarrow's errors derive from these
             raise DataError(f"{path}: not a readable Parquet file ({' '.join(str(e).split())})") from None
     try:
-        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0]
-        df = pd.read_csv(path)
+        sep = _separator(path)
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False, sep=sep).iloc[0]
+        df = pd.read_csv(path, sep=sep)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: the table is empty") from None
     except pd.errors.ParserError as e:
