@@ -262,6 +262,24 @@ def test_a_run_reports_the_delta_it_spent(tmp_path):
     assert set(saved.sample(100, seed=1)["city"]) <= set(FREQUENT) | {"__other__"}
 
 
+def test_dp_bounds_with_atoms_that_find_a_narrow_integer_range_are_coded_exactly():
+    """An integer column with DP bounds and atoms whose bounds come out narrow is coded one code a
+    value (the fit failed there, after the bounds' charge: atoms are for binned columns)."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"k": rng.integers(0, 20, 500), "g": rng.choice(["a", "b"], 500)})
+    schema = Schema.from_dict({"columns": {"k": {"type": "integer", "bounds": "dp", "atoms": [0]},
+                                           "g": {"type": "categorical", "values": ["a", "b"]}}})
+    m = registry.make_preset("mst", 4.0, 1e-9, seed=0).fit(df, schema)
+    k = m.encoder_.schema["k"]
+    assert k.binning == "exact" and k.hi - k.lo + 1 <= 64 and not k.atoms
+    assert m.sample(300, seed=0)["k"].between(k.lo, k.hi).all()
+    wide = Schema.from_dict({"columns": {"k": {"type": "integer", "bounds": "dp", "atoms": [0]}}})
+    df_wide = pd.DataFrame({"k": rng.integers(0, 5000, 2000)})
+    kw = registry.make_preset("mst", 4.0, 1e-9, seed=0).fit(df_wide, wide).encoder_.schema["k"]
+    assert kw.binning == "privtree"  # a wide range keeps its bins (and the atoms inside its bounds)
+    assert all(kw.lo <= a <= kw.hi for a in kw.atoms)
+
+
 def test_a_discovery_that_finds_nothing_and_thin_bounds_are_told():
     """Too small a budget for the rows: discovery releases no value (every row written "__other__")
     and the DP bounds' notes give the noisy row count with its noise; a larger budget finds the

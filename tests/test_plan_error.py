@@ -15,6 +15,7 @@ from privmarg import AIM, Dataset, Domain, Plan, Schema, plan_aim
 from privmarg.cli import app
 from privmarg.core import parse_workload
 from privmarg.evaluation.metrics import workload_error
+from privmarg.preprocess import TableEncoder
 from privmarg.select.aim_plan import planned_domain, sampling_floor
 
 runner = CliRunner()
@@ -92,6 +93,14 @@ def test_a_schema_with_dp_steps_is_planned_at_their_largest_encoding(tmp_path):
     assert at_rows["pay"] == at_rows["age"] + 1 < sizes["pay"] and at_rows["city"] == 11
     p = plan_aim(schema, 1.0, 1e-9, rows=2000)
     assert 0 < p.mean_error < 2 and any("DP steps" in n and "age, pay, city" in n for n in p.notes)
+    # a rule among the public columns cuts a bin (one code more), with or without DP columns beside
+    ruled = {"columns": {"kid": {"type": "integer", "min": 0, "max": 99, "bins": 4},
+                         "ok": {"type": "boolean"}}, "rules": ["if kid < 18 then ok == false"]}
+    full = Schema.from_dict(ruled)
+    want = TableEncoder(full.public_encoding()).fit().domain
+    assert want["kid"] == 5 and planned_domain(full, 1.0, 1e-9, None) == want
+    mixed = Schema.from_dict({**ruled, "columns": {**ruled["columns"], "city": spec["columns"]["city"]}})
+    assert planned_domain(mixed, 1.0, 1e-9, None)["kid"] == 5
     (tmp_path / "s.json").write_text(json.dumps(spec))
     r = runner.invoke(app, ["plan", "--schema", str(tmp_path / "s.json"), "--epsilon", "1", "--delta", "1e-9",
                             "--rows", "2000"])

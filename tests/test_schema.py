@@ -325,6 +325,35 @@ def test_a_parquet_table_with_a_table_wide_null_text_goes_through_the_command(tm
     assert set(out["grp"]) <= {"a", "b", "N"} and (out["grp"] == "N").any()  # a text column keeps the text
 
 
+def test_parquet_output_types_only_the_schemas_null_texts(tmp_path):
+    """Only a column's own null text becomes a missing value for Parquet (every column's single text
+    did: an "__other__" among numbers, a one-value flag), and a column mixing texts with numbers (an
+    integer other label beside values found as texts) is written as texts, not refused after the fit."""
+    from privmarg.io import parquet_ready
+
+    df = pd.DataFrame({"a": pd.Series([1, "N", 3], dtype=object), "f": pd.Series([1, "__other__", 2], dtype=object),
+                       "y": pd.Series(["Y", np.nan, "Y"], dtype=object)})
+    out = parquet_ready(df, {"a": ("N", "Int64"), "y": ("N", "string")})
+    assert str(out["a"].dtype) == "Int64" and out["a"].isna().tolist() == [False, True, False]
+    assert out["f"].tolist() == ["1", "__other__", "2"]  # texts, not a missing "__other__"
+    assert out["y"].tolist()[0] == "Y" and out["y"].dtype == object
+    rng = np.random.default_rng(2)
+    code = rng.choice([1, 2, 3, 4], 800).astype(object)
+    code[rng.random(800) < 0.1] = "N"
+    pd.DataFrame({"code": code, "v": rng.random(800)}).to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "s.json").write_text(json.dumps({"columns": {
+        "code": {"type": "categorical", "values": "dp", "other_label": -1, "null": "N"},
+        "v": {"type": "float", "min": 0, "max": 1}}}))
+    r = CliRunner().invoke(app, ["synth", str(tmp_path / "in.csv"), "--schema", str(tmp_path / "s.json"),
+                                 "--method", "mst", "--epsilon", "8", "--delta", "1e-6", "-o",
+                                 str(tmp_path / "out.parquet")])
+    assert r.exit_code == 0, r.output
+    got = pd.read_parquet(tmp_path / "out.parquet")["code"]  # read from a CSV with N: found as texts
+    assert set(got) <= {"1", "2", "3", "4", "-1", "N"} and (got == "N").any()
+    mixed = parquet_ready(pd.DataFrame({"m": pd.Series(["a", -1, None], dtype=object)}), None)
+    assert mixed["m"].tolist()[:2] == ["a", "-1"] and mixed["m"].isna().tolist()[2]
+
+
 def test_a_release_that_cannot_be_written_fails_before_any_budget_is_spent(tmp_path, monkeypatch):
     """The command decodes and writes a rehearsal table on the schema's public encoding (DP columns
     with placeholders) before fitting: a decoding or writing failure is one error line, exit 2,
@@ -373,6 +402,14 @@ def test_csv_files_written_with_semicolons_or_tabs_are_read(tmp_path):
         assert df["a"].tolist() == [1, 2] and df["d"].tolist() == [2.5, 3.5]
     (tmp_path / "one.csv").write_text("a\n1\n2\n")
     assert read_table(tmp_path / "one.csv").columns.tolist() == ["a"]
+    quoted = {'"a","b"\n1,2\n': ["a", "b"], 'a,b\n"x,y",2\n': ["a", "b"], 'a;b\n"1,5";2\n': ["a", "b"],
+              '"a,b";c\n1;2\n': ["a,b", "c"]}  # quotes, as R, pandas and spreadsheets write them
+    for i, (text, cols) in enumerate(quoted.items()):
+        (tmp_path / f"q{i}.csv").write_text(text)
+        assert read_table(tmp_path / f"q{i}.csv").columns.tolist() == cols, text
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf")
+    with pytest.raises(DataError, match="empty"):
+        read_table(tmp_path / "bom.csv")
 
 
 def test_boolean_labels_read_and_write_the_tables_own_form():

@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 Writer = Callable[[str], None]  # writes one file's content to the path it is given
@@ -193,11 +192,12 @@ def _atomic(path: Path, write: Writer) -> None:
     publish([(path, write)])
 
 
-def table_writer(df: pd.DataFrame, path: str | Path) -> Writer:
-    """The writer of ``df`` for ``path``'s format: CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``)."""
+def table_writer(df: pd.DataFrame, path: str | Path, nulls: dict | None = None) -> Writer:
+    """The writer of ``df`` for ``path``'s format: CSV (``.csv``, ``.csv.gz``) or Parquet
+    (``.parquet``; ``nulls``: see :func:`parquet_ready`)."""
     name = Path(path).name.lower()
     if name.endswith((".parquet", ".pq")):
-        table = parquet_ready(df)
+        table = parquet_ready(df, nulls)
         return lambda tmp: table.to_parquet(tmp, index=False)
     if name.endswith((".csv", ".csv.gz", ".txt")):
         comp = "gzip" if name.endswith(".gz") else None
@@ -205,25 +205,33 @@ def table_writer(df: pd.DataFrame, path: str | Path) -> Writer:
     raise ValueError(f"{path}: output must end in .csv, .csv.gz or .parquet")
 
 
-def parquet_ready(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with columns Parquet can store: a column of numbers (or timestamps) beside one text, the
-    missing-value text a schema's ``"null"`` writes for a CSV, becomes a typed column with that text
-    missing (nullable integers where every number is whole). Other columns as they are."""
-    out = {}
-    for name in df.columns:
+def parquet_ready(df: pd.DataFrame, nulls: dict | None) -> pd.DataFrame:
+    """``df`` as Parquet can store it: each column of ``nulls`` (name → (the text its missing values
+    are written as, the column's dtype); :meth:`~privmarg.preprocess.TableEncoder.parquet_nulls`)
+    holding that text among numbers, booleans or dates becomes a column of its dtype with the text
+    missing (a text column keeps the text); a column still mixing texts with other values is written
+    as texts. Nothing else is touched."""
+    out = df
+    for name, (text, dtype) in (nulls or {}).items():
+        if name not in df.columns or df[name].dtype != object or pd.api.types.is_string_dtype(pd.Series(dtype=dtype)):
+            continue
         col = df[name]
+        try:
+            typed = col.mask(col.eq(text)).astype(dtype)
+        except (TypeError, ValueError):  # not values of that type after all: left for the writer
+            continue
+        if out is df:
+            out = df.copy()
+        out[name] = typed
+    for name in out.columns:  # texts beside other values (a number label among found texts): as texts
+        col = out[name]
         if col.dtype == object:
             text = col.map(lambda v: isinstance(v, str))
-            if text.any() and not text.all() and col[text].nunique() == 1:
-                rest = col[~text & col.notna()]
-                if rest.map(lambda v: isinstance(v, pd.Timestamp)).all():
-                    col = pd.to_datetime(col.where(~text))
-                elif rest.map(lambda v: isinstance(v, (int, float, np.integer, np.floating))
-                              and not isinstance(v, (bool, np.bool_))).all():
-                    whole = rest.map(lambda v: isinstance(v, (int, np.integer))).all()
-                    col = pd.to_numeric(col.where(~text)).astype("Int64" if whole else "float64")
-        out[name] = col
-    return pd.DataFrame(out, index=df.index)
+            if text.any() and (~text & col.notna()).any():
+                if out is df:
+                    out = df.copy()
+                out[name] = col.where(col.isna(), col.astype(str))
+    return out
 
 
 def text_writer(text: str) -> Writer:
@@ -243,9 +251,10 @@ def json_writer(obj: Any) -> Writer:
     return w
 
 
-def write_table(df: pd.DataFrame, path: str | Path) -> None:
-    """Write CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``) atomically."""
-    _atomic(Path(path), table_writer(df, path))
+def write_table(df: pd.DataFrame, path: str | Path, nulls: dict | None = None) -> None:
+    """Write CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``) atomically (``nulls``: see
+    :func:`parquet_ready`)."""
+    _atomic(Path(path), table_writer(df, path, nulls))
 
 
 def write_text(text: str, path: str | Path) -> None:

@@ -125,7 +125,8 @@ class Released:
                     return
 
         try:
-            return write_table_chunks(chunks(), path)
+            enc = getattr(self, "encoder_", None)
+            return write_table_chunks(chunks(), path, enc.parquet_nulls() if enc is not None else None)
         finally:
             if kept is _UNSET:
                 self.__dict__.pop("last_sample_", None)

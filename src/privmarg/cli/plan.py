@@ -125,6 +125,7 @@ def plan(
     from .. import registry
     from ..core import Domain
     from ..schema import Schema
+    from ..select.aim_plan import public_sizes
 
     try:
         if (domain is None) == (schema is None):
@@ -135,20 +136,12 @@ def plan(
         if rows is not None and rows < 1:
             raise UsageProblem("--rows must be >= 1")
         sch = Schema.load(schema) if schema is not None else None
-        dom = Domain.from_json(domain) if domain is not None else _schema_domain(sch)
+        dom = Domain.from_json(domain) if domain is not None else public_sizes(sch)
         lines = plan_lines(dom, method.lower(), epsilon, delta, rows, workload, schema=sch)
     except (UsageProblem, ValueError, KeyError, OSError) as e:
         fail(one_line(e))
     for line in lines:
         err.print(line, highlight=False, soft_wrap=True)
-
-
-def _schema_domain(schema):
-    """The domain a schema's public encoding gives (its DP-sized bins at their public maximum, columns
-    with DP bounds or values at their largest encoding)."""
-    from ..select.aim_plan import public_sizes
-
-    return public_sizes(schema)
 
 
 def register(app) -> None:

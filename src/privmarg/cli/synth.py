@@ -105,7 +105,8 @@ def synth(
                 mech.fit(data, progress=progress, zeros=zero_list, **extra)
             progress(1.0, 1.0, "sampling")
             synthetic = _sample(mech, rows)
-        files = [(output, table_writer(synthetic, output))]
+        enc = getattr(mech, "encoder_", None)
+        files = [(output, table_writer(synthetic, output, enc.parquet_nulls() if enc is not None else None))]
         _print_encoder_notes(getattr(mech, "encoder_", None), getattr(mech, "public_schema_notes_", []))
         if report is not None:
             files.append((report, json_writer(build_report(mech, method_l, len(synthetic)))))
@@ -210,29 +211,34 @@ def _read_inputs(input, location: str, schema, domain, zeros, public, backend: s
 
 
 def _rehearse_output(sch: Schema, data, output: Path, drop_unknown: bool) -> None:
-    """Decode records holding every code of the schema's public encoding and write them as OUTPUT's
-    format to a scratch file, before any budget is spent: a release that cannot be decoded or stored
-    (a missing-value text among typed values, say) fails here, not after the fit. Columns whose bounds
-    or values DP steps find stand in with public placeholders. Reads the input's storage formats only
-    (its column types), never its values."""
+    """Decode records holding every code of the schema's public encoding (1,000 rows at most: a wider
+    column gets its first 999 codes and its last) and write them in OUTPUT's format to a scratch file,
+    before any budget is spent: a release that cannot be decoded or stored (a missing-value text among
+    typed values, say) fails here, not after the fit. Columns whose bounds or values DP steps find
+    stand in with public placeholders. Reads the input's storage formats only (its column types),
+    never its values."""
     import tempfile
 
     import numpy as np
+    import pandas as pd
 
     from ..preprocess import TableEncoder
     from ..preprocess.codec import input_formats
-
     from ..schema import SchemaError
 
     spec = sch.to_dict()
     spec.pop("draft", None)
-    for col in spec["columns"].values():
+    for name, col in spec["columns"].items():
         if col.get("bounds") == "dp":
+            atoms = [a for a in col.get("atoms", ()) if isinstance(a, (int, float))]
             col.pop("bounds")
-            col.update(min=0, max=1)
+            col.update(min=min([0, *atoms]), max=max([1, *atoms]))
         if col.get("values") == "dp":
             col.pop("max_values", None)
-            col["values"] = ["x"]
+            # a value of the kind discovery will find (numbers where the input stores numbers), not the label
+            label = col.get("other_label", "__other__")
+            numbers = name in data.columns and pd.api.types.is_numeric_dtype(data[name].dtype)
+            col["values"] = [(1 if label == 0 else 0) if numbers else ("y" if label == "x" else "x")]
     try:
         stand_in = Schema.from_dict(spec).public_encoding()
     except SchemaError:  # no public stand-in for this schema: the release is not rehearsed
@@ -242,10 +248,12 @@ def _rehearse_output(sch: Schema, data, output: Path, drop_unknown: bool) -> Non
     rows = int(min(max(enc.domain.shape), 1000))
     rng = np.random.default_rng(0)
     codes = np.stack([rng.permutation(np.resize(np.arange(k), rows)) for k in enc.domain.shape], axis=1)
+    codes[-1] = np.asarray(enc.domain.shape) - 1  # the last codes (missing, other) of columns past the rows
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            table_writer(enc.decode(codes, rng), Path(tmp) / Path(output).name)(Path(tmp) / Path(output).name)
-        except Exception as e:  # whatever decoding or the format's writer raises
+            scratch = Path(tmp) / Path(output).name
+            table_writer(enc.decode(codes, rng), scratch, enc.parquet_nulls())(scratch)
+        except (ValueError, TypeError, OverflowError, OSError, NotImplementedError) as e:  # pyarrow's too
             raise ValueError(f"{output}: the release could not be written ({one_line(e)}); nothing was spent") from None
 
 

@@ -7,6 +7,8 @@ mechanism (:mod:`privmarg.privacy`).
 
 from __future__ import annotations
 
+import csv
+import gzip
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -112,22 +114,25 @@ class Dataset:
         return np.bincount(idx, minlength=int(np.prod(sizes))).astype(float)
 
 
-#: column separators a CSV may use; the header line decides (the one it holds most often)
+#: column separators a CSV may use: a comma, or else the one that splits the header line into most
+#: fields (a semicolon, as spreadsheets write CSV in many locales; a tab; a bar)
 SEPARATORS = (",", ";", "\t", "|")
 
 
 def _separator(path: Path) -> str:
-    """The separator of a CSV's header line: a comma unless the header holds none and another of
-    :data:`SEPARATORS` (a semicolon, as spreadsheets write in many locales; a tab)."""
-    header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False, sep="\x00",
-                         engine="python").iloc[0, 0]
-    counts = {sep: header.count(sep) for sep in SEPARATORS}
-    return "," if counts[","] else max(SEPARATORS, key=lambda sep: counts[sep])
+    """The separator of a CSV by its header line (quotes respected): a comma unless another of
+    :data:`SEPARATORS` splits the line into more fields."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
+        line = fh.readline()
+    fields = {sep: len(next(csv.reader([line], delimiter=sep), [])) for sep in SEPARATORS}
+    best = max(SEPARATORS, key=lambda sep: fields[sep])  # the first of equals: a comma on a tie
+    return best if fields[best] > fields[","] else ","
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
-    """Read a CSV (``.csv``, ``.csv.gz``; comma-separated, or semicolon- or tab-separated where the
-    header line holds no comma) or Parquet file into a DataFrame."""
+    """Read a CSV (``.csv``, ``.csv.gz``; comma-separated, or separated by semicolons, tabs or bars
+    where one of those splits the header line into more fields) or Parquet file into a DataFrame."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file")

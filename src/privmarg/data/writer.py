@@ -8,15 +8,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import _atomic
+from ..io import _atomic, parquet_ready
 
 
-def write_table_chunks(chunks: Iterable[pd.DataFrame], path: str | Path) -> int:
+def write_table_chunks(chunks: Iterable[pd.DataFrame], path: str | Path, nulls: dict | None = None) -> int:
     """Write the DataFrames ``chunks`` one after another as one table: Parquet (``.parquet``,
     ``.pq``; one row group per chunk, pyarrow's ``ParquetWriter``) or CSV (``.csv``, ``.csv.gz``,
     ``.txt``; one header). Every chunk must have the first one's columns; Parquet column types follow
     the first chunk. Written to a temporary file beside ``path`` and renamed over it at the end, so
-    an interrupted write leaves no partial file. Returns the number of rows written."""
+    an interrupted write leaves no partial file. Returns the number of rows written. ``nulls``: columns
+    whose missing-value text Parquet stores as a missing value of the column's type
+    (:func:`~privmarg.io.parquet_ready`, so every chunk gets the same column types)."""
     path = Path(path)
     name = path.name.lower()
     if name.endswith((".parquet", ".pq")):
@@ -29,7 +31,7 @@ def write_table_chunks(chunks: Iterable[pd.DataFrame], path: str | Path) -> int:
 
     def write(tmp: str) -> None:
         if kind == "parquet":
-            _write_parquet(chunks, tmp, rows)
+            _write_parquet((parquet_ready(df, nulls) for df in chunks), tmp, rows)
         else:
             _write_csv(chunks, tmp, rows, gzip=name.endswith(".gz"))
 

@@ -387,6 +387,14 @@ class TableEncoder:
             out[name] = col
         return pd.DataFrame(out)
 
+    def parquet_nulls(self) -> dict[str, tuple[str, Any]]:
+        """For each column whose decoded missing values are a text (its schema's ``null``), that text
+        and the column's dtype: what a Parquet output stores instead, a missing value of that type
+        (:func:`~privmarg.io.parquet_ready`). Public: the schema and the input's storage formats."""
+        formats = getattr(self, "formats_", {})
+        return {c.name: (c.null[0], c.dtype()) for c in self.schema
+                if c.null and "datetime_unit" not in formats.get(c.name, {})}
+
     # ------------------------------------------------------------------------------ saving
     def state(self) -> dict:
         """What a fitted encoder is, for saving: the (public) schema, and per column its bin edges and

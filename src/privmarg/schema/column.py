@@ -209,12 +209,16 @@ class ColumnSpec:
     def with_bounds(self, lo: float, hi: float) -> "ColumnSpec":
         """This ``"bounds": "dp"`` column with the released bounds filled in: parsed as if written
         with ``min``/``max`` (so the defaults apply: exact narrow integer ranges, else adaptive bins);
-        atoms outside the bounds are dropped (values are clipped to the bounds)."""
+        atoms outside the bounds are dropped (values are clipped to the bounds), and all of them where
+        the range found is coded exactly (each value has its own code already)."""
         spec: dict[str, Any] = {"type": self.type, "missing": self.missing, "description": self.description,
                                 "min": int(lo) if self.lattice else float(lo),
                                 "max": int(hi) if self.lattice else float(hi)}
         for k, v in self.given:
             spec[k] = [a for a in v if lo <= a <= hi] if k == "atoms" else v
+        if (self.lattice and "binning" not in spec and "bins" not in spec
+                and spec["max"] - spec["min"] + 1 <= EXACT_MAX_VALUES):
+            spec.pop("atoms", None)  # a narrow range found: one code per value, atoms included
         if self.decimals is not None:
             spec["decimals"] = self.decimals
         return _parse_column(self.name, spec, list(self.null) or None)  # the marker, not its "missing"

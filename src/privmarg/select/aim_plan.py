@@ -265,10 +265,15 @@ def public_sizes(schema) -> Domain:
     from ..schema import Schema
 
     fixed = [c for c in schema.columns if not c.dp_discovery]
+    if len(fixed) == len(schema.columns):
+        return TableEncoder(schema.public_encoding()).fit().domain
     sizes = {}
-    if fixed:  # the columns a public encoding fixes (rules left out: they only cut inside bins)
+    if fixed:  # the columns a public encoding fixes, with the rules among them (a rule's cut adds a code)
         spec = schema.to_dict()
-        sub = Schema.from_dict({"columns": {c.name: spec["columns"][c.name] for c in fixed}})
+        names = {c.name for c in fixed}
+        rules = [r.text for r in schema.rules if set(r.columns) <= names]
+        sub = Schema.from_dict({"columns": {c.name: spec["columns"][c.name] for c in fixed},
+                                **({"rules": rules} if rules else {})})
         sizes = dict(zip(sub.names, TableEncoder(sub.public_encoding()).fit().domain.shape))
     return Domain(schema.names, [sizes.get(c.name, c.max_size) for c in schema.columns])
 
@@ -314,9 +319,10 @@ def plan_aim(domain: Any, epsilon: float, delta: float = 1e-9, *, rows: int | No
         dp = [c.name for c in schema.columns if c.dp_discovery]
         if dp:
             notes += (f"{len(dp)} column(s) ({', '.join(dp[:4])}{', ...' if len(dp) > 4 else ''}) take their bounds "
-                      "or values from DP steps at fit time: planned at the most codes those steps can give (values "
-                      "found by discovery: its max_values and one for the rest), so the predicted error is on the "
-                      "high side where they find fewer",)
+                      "or values from DP steps at fit time, which this plan cannot know: a column with DP values is "
+                      "planned at its max_values and one code for the rest (discovery usually finds fewer), one "
+                      "with DP bounds as adaptive bins at this budget (a narrow integer range found may get a code "
+                      "per value instead); read the prediction loosely",)
         heavy = [c.name for c in schema.columns if c.heavy_fixed or c.heavy_threshold]
         if heavy and rows:
             notes += (f"the encoding assumed: {', '.join(f'{a} {n}' for a, n in zip(domain.attrs, domain.shape))} codes; "
