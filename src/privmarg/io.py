@@ -225,12 +225,10 @@ def parquet_ready(df: pd.DataFrame, nulls: dict | None) -> pd.DataFrame:
         out[name] = typed
     for name in out.columns:  # texts beside other values (a number label among found texts): as texts
         col = out[name]
-        if col.dtype == object:
-            text = col.map(lambda v: isinstance(v, str))
-            if text.any() and (~text & col.notna()).any():
-                if out is df:
-                    out = df.copy()
-                out[name] = col.where(col.isna(), col.astype(str))
+        if col.dtype == object and pd.api.types.infer_dtype(col, skipna=True).startswith("mixed"):
+            if out is df:
+                out = df.copy()
+            out[name] = col.where(col.isna(), col.astype(str))
     return out
 
 
