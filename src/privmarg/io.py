@@ -213,7 +213,7 @@ def parquet_ready(df: pd.DataFrame, nulls: dict | None) -> pd.DataFrame:
     as texts. Nothing else is touched."""
     out = df
     for name, (text, dtype) in (nulls or {}).items():
-        if name not in df.columns or df[name].dtype != object or pd.api.types.is_string_dtype(pd.Series(dtype=dtype)):
+        if name not in df.columns or df[name].dtype != object or pd.api.types.is_string_dtype(dtype):
             continue
         col = df[name]
         try:

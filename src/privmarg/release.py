@@ -125,13 +125,17 @@ class Released:
                     return
 
         try:
-            enc = getattr(self, "encoder_", None)
-            return write_table_chunks(chunks(), path, enc.parquet_nulls() if enc is not None else None)
+            return write_table_chunks(chunks(), path, self.parquet_nulls())
         finally:
             if kept is _UNSET:
                 self.__dict__.pop("last_sample_", None)
             else:
                 self.last_sample_ = kept
+
+    def parquet_nulls(self) -> dict | None:
+        """The columns whose missing-value text a Parquet output stores as a missing value of their
+        type (:meth:`~privmarg.preprocess.TableEncoder.parquet_nulls`); None for integer codes."""
+        return self.encoder_.parquet_nulls() if self.encoder_ is not None else None
 
     def _draw(self, rows: int | None, seed: Any, conditions: Any) -> tuple[np.ndarray, dict | None]:
         self._check_fitted()

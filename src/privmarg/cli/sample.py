@@ -60,8 +60,7 @@ def sample(
         synth = load(model)
         if conditions:
             table = synth.sample(rows, seed=seed, conditions=conditions, midpoint=midpoint)
-            enc = getattr(synth, "encoder_", None)
-            write_table(table, output, enc.parquet_nulls() if enc is not None else None)
+            write_table(table, output, synth.parquet_nulls())
             written = len(table)
         else:  # streamed in chunks: any number of rows the disk holds
             n = synth.default_rows() if rows is None else rows

@@ -105,8 +105,7 @@ def synth(
                 mech.fit(data, progress=progress, zeros=zero_list, **extra)
             progress(1.0, 1.0, "sampling")
             synthetic = _sample(mech, rows)
-        enc = getattr(mech, "encoder_", None)
-        files = [(output, table_writer(synthetic, output, enc.parquet_nulls() if enc is not None else None))]
+        files = [(output, table_writer(synthetic, output, mech.parquet_nulls()))]
         _print_encoder_notes(getattr(mech, "encoder_", None), getattr(mech, "public_schema_notes_", []))
         if report is not None:
             files.append((report, json_writer(build_report(mech, method_l, len(synthetic)))))

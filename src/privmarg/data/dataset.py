@@ -119,15 +119,16 @@ class Dataset:
 SEPARATORS = (",", ";", "\t", "|")
 
 
-def _separator(path: Path) -> str:
-    """The separator of a CSV by its header line (quotes respected): a comma unless another of
-    :data:`SEPARATORS` splits the line into more fields."""
+def _header(path: Path) -> tuple[str, list[str]]:
+    """(separator, column names) of a CSV by its header line (quotes respected): a comma unless
+    another of :data:`SEPARATORS` splits the line into more fields."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
-        line = fh.readline()
-    fields = {sep: len(next(csv.reader([line], delimiter=sep), [])) for sep in SEPARATORS}
-    best = max(SEPARATORS, key=lambda sep: fields[sep])  # the first of equals: a comma on a tie
-    return best if fields[best] > fields[","] else ","
+        line = fh.readline().rstrip("\r\n")
+    fields = {sep: next(csv.reader([line], delimiter=sep), []) for sep in SEPARATORS}
+    best = max(SEPARATORS, key=lambda sep: len(fields[sep]))  # the first of equals: a comma on a tie
+    sep = best if len(fields[best]) > len(fields[","]) else ","
+    return sep, fields[sep]
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
@@ -145,8 +146,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
         except (OSError, ValueError) as e:  # pyarrow's errors derive from these
             raise DataError(f"{path}: not a readable Parquet file ({' '.join(str(e).split())})") from None
     try:
-        sep = _separator(path)
-        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False, sep=sep).iloc[0]
+        sep, names = _header(path)
         df = pd.read_csv(path, sep=sep)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: the table is empty") from None
@@ -156,7 +156,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise DataError(f"{path}: cannot be read to its end ({' '.join(str(e).split())}): truncated or damaged?") from None
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not text in UTF-8 ({e.reason})") from None
-    dups = sorted(set(header[header.duplicated()]))
+    dups = sorted({n for n in names if names.count(n) > 1})
     if dups:  # pandas would rename the second one ("a.1"), which --drop-unknown would then drop
         raise DataError(f"{path}: duplicate column name(s) {dups}: every column must have its own name")
     return df

@@ -152,14 +152,15 @@ def _null_marker(s: pd.Series) -> tuple[str | None, pd.Series, bool]:
     none = None, s, False
     if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s) or pd.api.types.is_datetime64_any_dtype(s):
         return none
-    texts = s.dropna().astype(str)
-    lowered = set(texts.str.strip().str.lower())
-    found = [t for t in pd.unique(texts.str.strip()) if t.lower() in NULL_LOOKING
+    stripped = s.astype(str).str.strip().where(s.notna())
+    texts = pd.unique(stripped.dropna())
+    lowered = {t.lower() for t in texts}
+    found = [t for t in texts if t.lower() in NULL_LOOKING
              and not (t.lower() in _FALSE and lowered & _TRUE) and not (t.lower() in _TRUE and lowered & _FALSE)]
     if len(found) != 1:
         return none
     marker = found[0]
-    is_marker = s.astype(str).str.strip().eq(marker) & s.notna()
+    is_marker = stripped.eq(marker)
     rest = s[~is_marker].dropna()
     if rest.empty:
         return none
