@@ -16,8 +16,7 @@ from .base import Context, Selection
 
 
 #: a grouped marginal's expected L1 noise as a share of N, which sets how many groups its columns keep
-#: (24 a column on adult at ε = 2.5, 4 on titanic; a tenth was chosen first and lost on both:
-#: benchmarks/history/methods.md, "PrivPGD on grouped 2-way marginals")
+#: (why a quarter, not a tenth: benchmarks/history/methods.md, "PrivPGD on grouped 2-way marginals")
 GROUPED_NOISE_SHARE = 0.25
 
 #: the fewest groups a column keeps: with 2 a pair tells little more than the sign of its association
