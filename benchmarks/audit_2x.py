@@ -43,10 +43,10 @@ def main() -> None:
         for f in (1.0, 0.5):
             jobs.append(lambda nb=nb, f=f: audit_gaussian(rho, args.primitive_runs, neighbour=nb, sigma_factor=f,
                                                           delta=delta, seed=1))
-    for fitting in (False, True) if "exponential" in args.only else ():
+    for fitting, bounded in ((False, False), (True, False), (True, True)) if "exponential" in args.only else ():
         for f in (1.0, 2.0):
-            jobs.append(lambda fitting=fitting, f=f: audit_exponential(rho, args.primitive_runs, fitting=fitting,
-                                                                       epsilon_factor=f, delta=delta, seed=1))
+            jobs.append(lambda fitting=fitting, bounded=bounded, f=f: audit_exponential(
+                rho, args.primitive_runs, fitting=fitting, bounded=bounded, epsilon_factor=f, delta=delta, seed=1))
     for new_key, broken in ((True, 2.0), (False, 0.5)) if "discovery" in args.only else ():
         for f in (1.0, broken):
             jobs.append(lambda new_key=new_key, f=f: audit_discovery(rho, args.primitive_runs, new_key=new_key,

@@ -89,13 +89,15 @@ def test_selector_audit(name):
     assert bad.violated and bad.bound.epsilon_lb > 0.8, bad.to_dict()
 
 
-@pytest.mark.parametrize("fitting", [False, True], ids=["gumbel-max", "lazy-walk"])
-def test_exponential_mechanism_audit_flags_twice_the_epsilon_only(fitting):
-    """The library's own exponential mechanism (and its lazy Gumbel walk over a fitting set) on
-    two candidates whose scores swap between the tables: within its claim at ρ = 1/8 (ε = 0.737
-    at δ = 0.05), flagged when it draws with twice its ε."""
-    ok = audit_exponential(0.125, 20_000, fitting=fitting, seed=1)
-    bad = audit_exponential(0.125, 20_000, fitting=fitting, epsilon_factor=2.0, seed=2)
+@pytest.mark.parametrize("fitting,bounded", [(False, False), (True, False), (True, True)],
+                         ids=["gumbel-max", "lazy-walk", "bounded-scores"])
+def test_exponential_mechanism_audit_flags_twice_the_epsilon_only(fitting, bounded):
+    """The library's own exponential mechanism (its lazy Gumbel walk over a fitting set, and that
+    walk asking for scores only where their bounds leave them a chance) on two candidates whose
+    scores swap between the tables: within its claim at ρ = 1/8 (ε = 0.737 at δ = 0.05), flagged
+    when it draws with twice its ε."""
+    ok = audit_exponential(0.125, 20_000, fitting=fitting, bounded=bounded, seed=1)
+    bad = audit_exponential(0.125, 20_000, fitting=fitting, bounded=bounded, epsilon_factor=2.0, seed=2)
     assert ok.epsilon_claimed == pytest.approx(0.737, abs=1e-3)
     assert not ok.violated and ok.bound.epsilon_lb < 0.5  # exact: ε = 0.414 at this δ
     assert bad.violated and bad.bound.epsilon_lb > 0.8, bad.to_dict()  # exact: 0.93

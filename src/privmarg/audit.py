@@ -32,7 +32,8 @@ from .data import Dataset, MemorySource
 from .evaluation.audit import AuditBound, epsilon_lower_bound
 from .measure import MeasurementSession
 from .privacy import (Accountant, cdp_eps, check_neighbour, check_noise, exponential_epsilon, exponential_mechanism,
-                      exponential_mechanism_fitting, gaussian_sigma, marginal_l2)
+                      exponential_mechanism_fitting, exponential_mechanism_lazy, gaussian_sigma,
+                      marginal_l2)
 from .privacy.discovery import gaussian_threshold, threshold_for
 from .privacy.discrete import discrete_gaussian
 from .select.base import Context
@@ -131,14 +132,18 @@ def audit_gaussian(rho: float, runs: int, *, neighbour: str = "add_remove", nois
 
 
 def audit_exponential(rho: float, runs: int, *, epsilon_factor: float = 1.0, fitting: bool = False,
-                      delta: float = 0.05, confidence: float = 0.95, seed: int = 0) -> AuditResult:
+                      bounded: bool = False, delta: float = 0.05, confidence: float = 0.95,
+                      seed: int = 0) -> AuditResult:
     """Audit the exponential mechanism at ``rho`` zCDP (ε = √(8ρ), sensitivity 1) through the
     library's own primitive: two candidates whose scores swap between the tables (D: (1, 0),
     D': (0, 1), each moving by the sensitivity: the worst case), the score of a run being whether
     it picked the first. ``fitting``: :func:`~privmarg.privacy.exponential_mechanism_fitting`
     instead, with a third, higher-scoring candidate that does not fit (the lazy walk must still be
-    the mechanism over the fitting set). ``epsilon_factor`` > 1: a broken variant drawing with
-    ε × factor while the claim stays ρ, which the audit must flag."""
+    the mechanism over the fitting set); ``bounded`` (with ``fitting``):
+    :func:`~privmarg.privacy.exponential_mechanism_lazy`, each score known first by a bound a
+    quarter above it and asked for only where that bound leaves it a chance (as the adaptive
+    rounds' scoring). ``epsilon_factor`` > 1: a broken variant drawing with ε × factor while the
+    claim stays ρ, which the audit must flag."""
     eps = exponential_epsilon(rho) * epsilon_factor
     ss = np.random.SeedSequence(seed)
     acc = Accountant(2 * runs * eps * eps)  # the claim is ``rho``: this ledger only absorbs the charges
@@ -147,14 +152,17 @@ def audit_exponential(rho: float, runs: int, *, epsilon_factor: float = 1.0, fit
     for scores, child in zip(tables, ss.spawn(2)):
         rng = np.random.default_rng(child)
         q = np.array(scores)
-        if fitting:
+        if fitting and bounded:
+            picks = [exponential_mechanism_lazy(acc, q + 0.25, lambda idx: q[idx], eps, 1.0, rng, lambda i: i != 2,
+                                                first=1) for _ in range(runs)]
+        elif fitting:
             picks = [exponential_mechanism_fitting(acc, q, eps, 1.0, rng, lambda i: i != 2) for _ in range(runs)]
         else:
             picks = [exponential_mechanism(acc, q, eps, 1.0, rng) for _ in range(runs)]
         out.append(np.array(picks) == 0)
     bound = epsilon_lower_bound(out[0].astype(float), out[1].astype(float), delta=delta, confidence=confidence,
                                 seed=seed)
-    name = "exponential" + (" (lazy walk)" if fitting else "")
+    name = "exponential" + (" (bounded scores)" if fitting and bounded else " (lazy walk)" if fitting else "")
     if epsilon_factor != 1.0:
         name += f" (epsilon x {epsilon_factor:g})"
     return AuditResult(name, "add_remove", "gumbel", float(rho), float(delta), _claim(rho, delta), bound, int(runs))

@@ -27,6 +27,7 @@ from ..privacy import (
     discrete_gaussian_mechanism,
     exponential_mechanism,
     exponential_mechanism_fitting,
+    exponential_mechanism_lazy,
     gaussian_mechanism,
     gumbel_top_q,
     marginal_l2,
@@ -180,6 +181,14 @@ class MeasurementSession:
         in descending noisy score only until one fits; charges ``ε²/8``, or nothing when none fits
         (returns None)."""
         return exponential_mechanism_fitting(self.accountant, scores, epsilon, sensitivity, self.rng, fits, what=what)
+
+    def select_lazy(self, upper: np.ndarray, exact: Callable[[np.ndarray], np.ndarray], epsilon: float,
+                    sensitivity: float, fits: Callable[[int], bool], what: str = "") -> int | None:
+        """:meth:`select_fitting` with the scores asked of ``exact`` only where their upper bounds
+        leave them a chance (:func:`~privmarg.privacy.primitives.exponential_mechanism_lazy`): the
+        same pick from the same draws, the same charge."""
+        return exponential_mechanism_lazy(self.accountant, upper, exact, epsilon, sensitivity, self.rng, fits,
+                                          what=what)
 
     def top_q(self, scores: np.ndarray, q: int, rho: float, sensitivity: float, what: str = "") -> np.ndarray:
         """Report-noisy-top-``q`` (Gumbel) over ``scores``; charges ``rho``."""

@@ -34,6 +34,7 @@ __all__ = [
     "exponential_probabilities",
     "exponential_mechanism",
     "exponential_mechanism_fitting",
+    "exponential_mechanism_lazy",
     "exponential_epsilon",
     "laplace_mechanism",
     "gumbel_top_q",
@@ -188,6 +189,68 @@ def exponential_mechanism_fitting(
     if pick is None:
         return None
     eps = float(epsilon)
+    accountant.charge(eps * eps / 8.0, what, "exponential", epsilon=eps, sensitivity=float(sensitivity))
+    return pick
+
+
+def exponential_mechanism_lazy(
+    accountant: Accountant,
+    upper: Any,
+    exact: Callable[[np.ndarray], np.ndarray],
+    epsilon: float,
+    sensitivity: float,
+    rng: np.random.Generator,
+    fits: Callable[[int], bool],
+    what: str = "",
+    first: int = 16,
+) -> int | None:
+    """:func:`exponential_mechanism_fitting` over scores asked for only where they can win.
+
+    ``upper[i]`` bounds score ``i`` from above (``+inf``: no bound, ``-inf``: never picked);
+    ``exact(indices)`` returns those indices' scores. Gumbel noise ``g`` is drawn for every index
+    as there (the same draws from ``rng``); with ``c = ε/(2Δ)``, index ``i`` cannot be the noisy
+    argmax once some fitting index has ``c·q + g`` at or above ``c·upper[i] + g[i]``, so its score
+    is never asked for. The indices are asked in batches of descending ``c·upper + g`` (the first:
+    every unbounded one and ``first`` more; then all still in reach), and the pick is the Gumbel-max
+    over the fitting indices exactly, as if every score had been computed. A score above its bound
+    voids the bounds (every remaining score is then asked for). Same charge: ``epsilon^2/8`` zCDP
+    once an index fits; None, charging nothing, when none fits.
+    """
+    u = np.asarray(upper, dtype=np.float64)
+    if u.ndim != 1 or u.size == 0:
+        raise ValueError(f"upper must be a non-empty 1-D array, got shape {u.shape}")
+    if np.isnan(u).any():
+        raise ValueError("upper bounds must not be NaN")
+    eps = _nonneg("epsilon", epsilon)
+    c = eps / (2.0 * _pos("sensitivity", sensitivity))
+    g = rng.gumbel(size=u.shape)
+    with np.errstate(invalid="ignore"):  # c·inf with c = 0
+        reach = np.where(np.isinf(u), u, c * u + g) if c > 0 else np.where(u == -np.inf, -np.inf, g)
+    order = np.argsort(-reach, kind="stable")
+    order = order[reach[order] > -np.inf]
+    asked = np.zeros(u.shape, dtype=bool)
+    best, pick, trusted = -np.inf, None, True
+    unbounded = int(np.count_nonzero(reach[order] == np.inf))
+    batch = order[:unbounded + max(1, int(first))]
+    while batch.size:
+        q = np.asarray(exact(batch), dtype=np.float64)
+        if q.shape != batch.shape or np.isnan(q).any() or (q == np.inf).any():
+            raise ValueError("exact scores must be finite or -inf, one per index asked")
+        if trusted and (q > u[batch] + 1e-9 * np.maximum(1.0, np.abs(u[batch]))).any():
+            trusted = False  # a bound was wrong: ask for every score left
+        asked[batch] = True
+        noisy = c * q + g[batch]
+        for j in np.argsort(-noisy, kind="stable"):
+            if not noisy[j] > best:
+                break
+            if fits(int(batch[j])):
+                best, pick = float(noisy[j]), int(batch[j])
+                break
+        batch = order[~asked[order]]
+        if trusted:
+            batch = batch[reach[batch] > best]
+    if pick is None:
+        return None
     accountant.charge(eps * eps / 8.0, what, "exponential", epsilon=eps, sensitivity=float(sensitivity))
     return pick
 

@@ -24,6 +24,7 @@ from ..generate.pgm.junction_tree import MB, SizesWith, batch_sizes_exact, cover
 from ..measure import MeasurementSession
 from ..privacy import RoundPlan
 from .base import Clique, Context, Selection, check_positive, default_loop, measured_cliques
+from .lazy_scores import ErrorBounds, ScoreTerms
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -91,9 +92,20 @@ class AdaptiveSelector:
     def size_limit(self, state: RoundState, plan: RoundPlan) -> float:
         raise NotImplementedError
 
+    def score_terms(self, state: RoundState, cands: list[Clique], plan: RoundPlan) -> ScoreTerms | None:
+        """The round's options with their scores as ``offset + slope·(model error of the option's
+        candidate)`` (:class:`~privmarg.select.lazy_scores.ScoreTerms`): the rounds then compute only
+        the errors that can change the pick (:mod:`~privmarg.select.lazy_scores`). None: the
+        selector scores by :meth:`score` instead."""
+        return None
+
     def score(self, state: RoundState, cands: list[Clique], plan: RoundPlan) -> tuple[list[Option], np.ndarray, float]:
-        """(options, scores, sensitivity) for the exponential mechanism."""
-        raise NotImplementedError
+        """(options, scores, sensitivity) for the exponential mechanism; by default every score
+        from :meth:`score_terms`."""
+        terms = self.score_terms(state, cands, plan)
+        if terms is None:
+            raise NotImplementedError
+        return terms.options, terms.scores(candidate_errors(state, cands)), terms.sensitivity
 
     def act(self, state: RoundState, option: Option, plan: RoundPlan) -> Measurement:
         """Answer the chosen option (a charged measurement, by default)."""
@@ -160,6 +172,7 @@ class AdaptiveSelector:
         cands, weights = self.prepare(dom)
         state = RoundState(session, ctx, dom, cands, weights)
         state.model = self.initial(state)
+        bounds = ErrorBounds()  # the candidates' errors, carried between rounds as upper bounds
         while True:
             plan = self.plan(state)
             if plan is None:
@@ -169,13 +182,18 @@ class AdaptiveSelector:
             cand_t, all_fit = self.shortlist(state, limit)
             if not cand_t:
                 raise ValueError(f"no candidate fits in {limit:.3g} MB: raise max_model_size")
-            options, scores, sens = self.score(state, cand_t, plan)
             # Gumbel-max walked in descending noisy score: the exponential mechanism over the
             # options that fit, with a handful of model-size checks instead of one per candidate
             # (where every candidate was checked, the first option walked is the pick)
             fits = (lambda r: True) if all_fit else self.fit_check(state, limit)
-            pick = session.select_fitting(scores, plan.epsilon, sens, lambda i: fits(options[i].clique),
-                                          what=f"{self.label} round {state.t} select")
+            what = f"{self.label} round {state.t} select"
+            terms = self.score_terms(state, cand_t, plan)
+            if terms is None:
+                options, scores, sens = self.score(state, cand_t, plan)
+                pick = session.select_fitting(scores, plan.epsilon, sens, lambda i: fits(options[i].clique), what=what)
+            else:
+                options, sens = terms.options, terms.sensitivity
+                pick = pick_lazily(state, cand_t, terms, plan, lambda i: fits(options[i].clique), bounds, what)
             if pick is None:
                 raise ValueError(f"no candidate fits in {limit:.3g} MB: raise max_model_size")
             option = options[pick]
@@ -191,6 +209,8 @@ class AdaptiveSelector:
                      "model_error_selected": (float(np.abs(m.y - before).sum()) if before is not None else None)}
             prev = state.model
             state.model = self.refit(state)
+            if terms is not None:
+                bounds.moved(prev, state.model, option.clique, before)
             entry["rho_used"] = session.rho_spent
             info = getattr(state.model, "info", None)
             if info is not None:
@@ -252,6 +272,34 @@ def model_errors(model: Any, cands: list[Clique], answers: list[np.ndarray]) -> 
             return l1_errors(model, cands, answers, project)
         return np.array([np.abs(a - m).sum() for m, a in zip(model.project_many(cands), answers)])
     return np.array([np.abs(a - project(r)).sum() for r, a in zip(cands, answers)])
+
+
+def candidate_errors(state: RoundState, cands: list[Clique]) -> np.ndarray:
+    """:func:`model_errors` of the round's model on ``cands`` (0 before the first model)."""
+    if state.model is None:
+        return np.zeros(len(cands))
+    return np.asarray(model_errors(state.model, cands, state.session.answers(cands)), dtype=np.float64)
+
+
+def pick_lazily(state: RoundState, cands: list[Clique], terms: ScoreTerms, plan: RoundPlan,
+                fits: Callable[[int], bool], bounds: ErrorBounds, what: str) -> int | None:
+    """The exponential mechanism over ``terms``' options that fit, asking for the candidates' errors
+    only where ``bounds`` leave them a chance (:meth:`MeasurementSession.select_lazy`); the errors
+    computed are kept in ``bounds`` for the next rounds."""
+    errors = np.full(len(cands), np.nan)
+
+    def exact(idx: np.ndarray) -> np.ndarray:
+        need = np.unique(terms.candidate[idx])
+        need = need[np.isnan(errors[need])]
+        if need.size:
+            errors[need] = candidate_errors(state, [cands[i] for i in need])
+        return terms.offset[idx] + terms.slope[idx] * errors[terms.candidate[idx]]
+
+    pick = state.session.select_lazy(terms.upper(bounds.upper(cands)), exact, plan.epsilon, terms.sensitivity,
+                                     fits, what=what)
+    done = np.flatnonzero(~np.isnan(errors))
+    bounds.record([cands[i] for i in done], errors[done])
+    return pick
 
 
 def uncached_query(model: Any) -> Callable[[Clique], np.ndarray]:

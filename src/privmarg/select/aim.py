@@ -11,8 +11,9 @@ import numpy as np
 from ..core import Domain
 from ..privacy import RoundPlan, gaussian_rho, marginal_l2, round_plan, score_sensitivity
 from .adaptive import (SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState,
-                       expected_noise_share, mean_cells, model_errors)
+                       expected_noise_share, mean_cells)
 from .base import Selection, check_fraction, check_rounds
+from .lazy_scores import ScoreTerms
 from .public_start import PublicTree, public_start, read_public_tree, starts_public
 from ..generate.pgm.junction_tree import MB
 
@@ -194,14 +195,14 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
         x = state.run
         return self.max_model_size * (state.session.rho_spent + plan.cost(x.l2)) / x.rho
 
-    def score(self, state: RoundState, cands, plan: RoundPlan):
-        dom, w, model = state.domain, state.weights, state.model
-        answers = state.session.answers(cands)
-        err = model_errors(model, cands, answers)
+    def score_terms(self, state: RoundState, cands, plan: RoundPlan) -> ScoreTerms:
+        """Candidate ``r`` scores ``w_r·(error − √(2/π)·σ·cells)``: its weight times its error less
+        its expected noise."""
+        dom, w = state.domain, state.weights
         weight = np.array([w[r] for r in cands])
         cells = np.array([dom.size(r) for r in cands], dtype=float)
-        scores = weight * (err - SQRT_2_OVER_PI * plan.sigma * cells)
-        return [Option(r) for r in cands], scores, score_sensitivity(state.session.neighbour, float(weight.max()))
+        return ScoreTerms([Option(r) for r in cands], np.arange(len(cands)), -weight * SQRT_2_OVER_PI * plan.sigma * cells,
+                          weight, score_sensitivity(state.session.neighbour, float(weight.max())))
 
     def after(self, state: RoundState, option: Option, plan: RoundPlan, before, entry: dict, prev) -> None:
         r = option.clique

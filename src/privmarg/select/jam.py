@@ -17,10 +17,11 @@ import numpy as np
 from ..core import Measurement, parse_workload
 from ..privacy import RoundPlan, marginal_l2, round_plan, score_sensitivity
 from .adaptive import (SQRT_2_OVER_PI, AdaptiveSelector, ClosureCandidates, Option, RoundState,
-                       expected_noise_share, mean_cells, model_errors)
+                       expected_noise_share, mean_cells)
 from .base import Selection, check_fraction, check_rounds, default_loop
 from ..generate.records import public_records
 from .jam_blend import BlendChoice
+from .lazy_scores import ScoreTerms
 
 WEIGHTINGS = ("equal", "mle", "inv_sigma")
 #: (rounds T, selection share α) of the JAM paper, for noisy measurements
@@ -200,20 +201,18 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
     def size_limit(self, state: RoundState, plan: RoundPlan) -> float:
         return self.max_model_size * max(1.0 / state.run.rounds, state.session.rho_spent / state.ctx.rho)
 
-    def score(self, state: RoundState, cands, plan: RoundPlan):
-        x, model = state.run, state.model
+    def score_terms(self, state: RoundState, cands, plan: RoundPlan) -> ScoreTerms:
+        """A private option scores ``error − √(2/π)·σ·cells`` (its expected noise), a public one
+        ``error − public error`` (a repeated proxy adds no information: offered once)."""
+        x = state.run
         cands = list(cands)
-        fresh = np.array([r not in x.pub_done for r in cands], dtype=bool)  # a repeated proxy adds no information
-        if model is None:
-            err = np.zeros(len(cands))
-        else:
-            # the candidates inside one clique share partial sums (as AIM's scoring)
-            err = np.asarray(model_errors(model, cands, state.session.answers(cands)), dtype=float)
+        fresh = np.array([r not in x.pub_done for r in cands], dtype=bool)
         cells = np.array([x.cells[r] for r in cands], dtype=float)
         pub_err = np.array([x.pub_err[r] for r in cands])
-        scores = np.concatenate([err - SQRT_2_OVER_PI * plan.sigma * cells, (err - pub_err)[fresh]])
         options = [x.options[r][0] for r in cands] + [x.options[r][1] for r, f in zip(cands, fresh) if f]
-        return options, scores, x.sensitivity
+        candidate = np.concatenate([np.arange(len(cands)), np.flatnonzero(fresh)])
+        offset = np.concatenate([-SQRT_2_OVER_PI * plan.sigma * cells, -pub_err[fresh]])
+        return ScoreTerms(options, candidate, offset, np.ones(len(options)), x.sensitivity)
 
     def refit(self, state: RoundState):
         if self.warm_start:

@@ -1,0 +1,213 @@
+"""Scores asked for only where they can win: the lazy exponential mechanism picks exactly what scoring
+every option would, the models' drift bounds every marginal's move (brute force on tiny domains), and
+AIM's and JAM's rounds select, measure and release the same as with every candidate scored."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from privmarg import AIM, JAM, Dataset, Domain, Measurement, estimate
+from privmarg.generate.pgm.drift import key_marginals, marginal_drift
+from privmarg.privacy import Accountant, exponential_mechanism_fitting, exponential_mechanism_lazy
+from privmarg.select import adaptive
+from privmarg.select.lazy_scores import ErrorBounds, ScoreTerms
+
+
+def _case(seed, n=60):
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(0, 30, n)
+    scores[rng.random(n) < 0.1] = -np.inf
+    fitting = rng.random(n) < 0.7
+    fitting[0] = True
+    return rng, scores, fitting
+
+
+def _both(scores, upper, fitting, eps, seed, first=16):
+    """(pick of the full walk, pick of the lazy one, scores asked for, the two rngs afterwards)."""
+    asked = []
+
+    def exact(idx):
+        asked.extend(idx.tolist())
+        return scores[idx]
+
+    r1, r2 = np.random.default_rng(seed), np.random.default_rng(seed)
+    a1, a2 = Accountant(10.0), Accountant(10.0)
+    fits = lambda i: bool(fitting[i])  # noqa: E731
+    full = exponential_mechanism_fitting(a1, scores, eps, 1.0, r1, fits)
+    lazy = exponential_mechanism_lazy(a2, upper, exact, eps, 1.0, r2, fits, first=first)
+    assert a1.rho_spent == a2.rho_spent
+    return full, lazy, asked, r1, r2
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_lazy_pick_is_the_full_walks_pick(seed):
+    rng, scores, fitting = _case(seed)
+    slack = rng.exponential(5.0, scores.size) * (rng.random(scores.size) < 0.8)
+    upper = np.where(np.isfinite(scores), scores + slack, rng.normal(0, 30, scores.size))
+    upper[rng.random(scores.size) < 0.1] = np.inf  # no bound
+    eps = float(rng.choice([0.05, 0.3, 1.0]))
+    full, lazy, asked, r1, r2 = _both(scores, upper, fitting, eps, seed, first=int(rng.integers(1, 20)))
+    assert full == lazy
+    assert len(asked) == len(set(asked))  # each score asked for once
+    assert r1.random() == r2.random()  # the same draws: later mechanisms see the same stream
+
+
+def test_tight_bounds_ask_for_few_scores():
+    rng = np.random.default_rng(0)
+    scores = rng.normal(0, 200, 2000)  # a spread far wider than the Gumbel noise
+    full, lazy, asked, _, _ = _both(scores, scores + 1.0, np.ones(scores.size, bool), 1.0, 0)
+    assert full == lazy
+    assert len(asked) < 100
+    # no bounds at all: every score asked for, once
+    full, lazy, asked, _, _ = _both(scores, np.full(scores.size, np.inf), np.ones(scores.size, bool), 1.0, 0)
+    assert full == lazy and sorted(asked) == list(range(scores.size))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_wrong_bound_still_gives_the_exact_pick(seed):
+    rng, scores, fitting = _case(seed)
+    upper = np.where(np.isfinite(scores), scores - 40.0, 0.0)  # every bound too low
+    full, lazy, asked, _, _ = _both(scores, upper, fitting, 1.0, seed)
+    assert full == lazy
+
+
+def test_lazy_pick_with_zero_epsilon_and_with_nothing_fitting():
+    rng, scores, fitting = _case(3)
+    full, lazy, _, _, _ = _both(scores, scores + 1.0, fitting, 0.0, 3)
+    assert full == lazy
+    acc = Accountant(1.0)
+    pick = exponential_mechanism_lazy(acc, np.ones(5), lambda idx: np.ones(len(idx)), 1.0, 1.0,
+                                      np.random.default_rng(0), lambda i: False)
+    assert pick is None and acc.rho_spent == 0.0
+
+
+def test_score_terms_bounds():
+    terms = ScoreTerms(["a", "b", "c"], [0, 1, 1], [-1.0, -2.0, 5.0], [1.0, 2.0, 0.0], 1.0)
+    assert terms.scores(np.array([3.0, 4.0])).tolist() == [2.0, 6.0, 5.0]
+    assert terms.upper(np.array([np.inf, 10.0])).tolist() == [np.inf, 18.0, 5.0]
+    with pytest.raises(ValueError):
+        ScoreTerms(["a"], [0], [0.0], [-1.0], 1.0)
+
+
+# ---------------------------------------------------------------------------------------- drift
+def _models(seed, total=1000.0):
+    """A model fitted to two noisy marginals, and one refitted from it with a third added."""
+    rng = np.random.default_rng(seed)
+    dom = Domain(["a", "b", "c", "d"], [2, 3, 2, 3])
+    p = rng.dirichlet(np.ones(dom.size(dom.attrs)) * 0.5).reshape(dom.shape)
+
+    def marg(attrs):
+        axes = tuple(i for i, a in enumerate(dom.attrs) if a not in attrs)
+        return p.sum(axis=axes).ravel() * total + rng.normal(0, 20, dom.size(attrs))
+
+    ms = [Measurement(("a", "b"), marg(("a", "b")), 20.0), Measurement(("c",), marg(("c",)), 20.0)]
+    before = estimate(dom, ms, total=total, iters=int(rng.integers(3, 40)))
+    new = tuple(rng.choice([("b", "c"), ("c", "d"), ("a", "d"), ("a", "b")]))
+    ms2 = ms + [Measurement(new, marg(new), 20.0)]
+    after = estimate(dom, ms2, total=total, iters=int(rng.integers(1, 40)), warm=before.potentials)
+    return dom, before, after
+
+
+def _joint(model, dom):
+    return model.project(tuple(dom.attrs)) / model.total
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_drift_bounds_every_marginal(seed):
+    dom, before, after = _models(seed)
+    known = {r: before.project(r) / before.total for r in after.potentials}
+    bound = marginal_drift(before, after, known, key_marginals(after))
+    # the divergence it rests on, brute force over the joint
+    P, Q = _joint(after, dom), _joint(before, dom)
+    J = float(np.sum((P - Q) * (np.log(P) - np.log(Q))))
+    assert bound >= after.total * np.sqrt(J) - 1e-6 * after.total
+    moves = [np.abs(after.project(A) - before.project(A)).sum()
+             for k in range(1, 5) for A in itertools.combinations(dom.attrs, k)]
+    assert max(moves) <= bound
+    # and it is close: the joint itself moves by nearly as much on these tiny domains
+    assert bound <= 1.6 * max(moves) + 1.0
+
+
+def test_drift_is_unbounded_where_the_models_do_not_nest():
+    dom, before, after = _models(1)
+    known = {r: after.project(r) / after.total for r in before.potentials}
+    # the other way round: `after` holds a potential `before` lacks
+    if set(after.potentials) != set(before.potentials):
+        assert marginal_drift(after, before, known, key_marginals(before)) == np.inf
+    # a marginal missing
+    assert marginal_drift(before, after, {}, key_marginals(after)) == np.inf
+    assert key_marginals(object()) is None
+
+
+def test_error_bounds_grow_by_the_drift_and_forget_on_an_unknown_move():
+    dom, before, after = _models(2)
+    b = ErrorBounds()
+    b.moved(None, before, None, None)
+    b.record([("a",), ("b",)], np.array([5.0, 7.0]))
+    b.moved(before, after, None, None)
+    d = marginal_drift(before, after, key_marginals(before) | {r: before.project(r) / before.total
+                                                             for r in after.potentials if r not in before.potentials},
+                       key_marginals(after))
+    assert b.upper([("a",), ("b",), ("c",)]).tolist() == pytest.approx([5.0 + d, 7.0 + d, np.inf])
+    b.moved(after, object(), None, None)  # not a graphical model: nothing known any more
+    assert np.isinf(b.upper([("a",)])).all()
+
+
+# ------------------------------------------------------------------------------- the rounds
+def _full_scoring(monkeypatch):
+    monkeypatch.setattr(ErrorBounds, "upper", lambda self, cands: np.full(len(cands), np.inf))
+
+
+def _counting(monkeypatch):
+    asked = []
+    real = adaptive.candidate_errors
+
+    def count(state, cands):
+        asked.append(len(cands))
+        return real(state, cands)
+
+    monkeypatch.setattr(adaptive, "candidate_errors", count)
+    return asked
+
+
+def _table(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    dom = Domain(["a", "b", "c", "d", "e", "f"], [4, 3, 5, 2, 6, 3])
+    a = rng.integers(0, 4, n)
+    b = (a + rng.integers(0, 2, n)) % 3
+    c = (2 * b + rng.integers(0, 2, n)) % 5
+    d = (c > 2).astype(int) ^ (rng.random(n) < 0.1)
+    e = np.where(rng.random(n) < 0.9, a, 5)
+    f = (d + rng.integers(0, 2, n)) % 3
+    return Dataset(np.column_stack([a, b, c, d, e, f]), dom)
+
+
+def _release(mech):
+    return ([(e.get("source"), tuple(e["selected"])) for e in mech.log_],
+            [m.y for m in mech.measurements_ if m.y is not None])
+
+
+@pytest.mark.parametrize("method", ["aim", "jam"])
+def test_rounds_release_what_scoring_every_candidate_releases(method, monkeypatch):
+    data, public = _table(3000, 0), _table(1500, 1)
+
+    def fit():
+        if method == "jam":
+            return JAM(0.1, 1e-9, seed=3, rounds=20).fit(data, public=public)
+        return AIM(0.3, 1e-9, seed=3, neighbour="replace_one").fit(data)
+
+    with monkeypatch.context() as m:
+        asked_lazy = _counting(m)
+        lazy = fit()
+    with monkeypatch.context() as m:
+        _full_scoring(m)
+        asked_full = _counting(m)
+        full = fit()
+    (sel_l, y_l), (sel_f, y_f) = _release(lazy), _release(full)
+    assert sel_l == sel_f
+    assert len(y_l) == len(y_f) and all(np.array_equal(a, b) for a, b in zip(y_l, y_f))
+    assert np.array_equal(lazy.sample_codes(seed=0), full.sample_codes(seed=0))
+    assert sum(asked_lazy) < 0.8 * sum(asked_full)  # the bounds spared some of the scoring
