@@ -2,8 +2,10 @@
 
 Each round: plan the round's noise (:meth:`AdaptiveSelector.plan`), keep the candidates whose
 measurement keeps the loop model within its size limit, score them against the current model on
-the private answers, pick one with the exponential mechanism, measure it (:meth:`act`), refit the
-model in the loop (any :class:`~privmarg.generate.Generator`, warm-started) and log the round.
+the private answers (where a selector gives its scores as :class:`~.lazy_scores.ScoreTerms`, only
+those that can win: :mod:`~.lazy_scores`), pick one with the exponential mechanism, measure it
+(:meth:`act`), refit the model in the loop (any :class:`~privmarg.generate.Generator`,
+warm-started) and log the round.
 """
 
 from __future__ import annotations
