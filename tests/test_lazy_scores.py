@@ -144,16 +144,45 @@ def test_drift_is_unbounded_where_the_models_do_not_nest():
 
 def test_error_bounds_grow_by_the_drift_and_forget_on_an_unknown_move():
     dom, before, after = _models(2)
-    b = ErrorBounds()
+    cands = [("a",), ("b",), ("c",), ("a", "d")]
+    b = ErrorBounds(dom, cands)
     b.moved(None, before, None, None)
-    b.record([("a",), ("b",)], np.array([5.0, 7.0]))
+    b.record(np.array([0, 1, 3]), np.array([5.0, 7.0, 9.0]))
     b.moved(before, after, None, None)
-    d = marginal_drift(before, after, key_marginals(before) | {r: before.project(r) / before.total
-                                                             for r in after.potentials if r not in before.potentials},
-                       key_marginals(after))
-    assert b.upper([("a",), ("b",), ("c",)]).tolist() == pytest.approx([5.0 + d, 7.0 + d, np.inf])
+    known = key_marginals(before) | {r: before.project(r) / before.total
+                                     for r in after.potentials if r not in before.potentials}
+    d = [marginal_drift(before, after, known, key_marginals(after), r) for r in cands]
+    assert b.upper(np.arange(4)).tolist() == pytest.approx([5.0 + d[0], 7.0 + d[1], np.inf, 9.0 + d[3]])
+    b.record(np.array([1]), np.array([3.0]))
+    assert b.upper(np.array([1]))[0] == 3.0
     b.moved(after, object(), None, None)  # not a graphical model: nothing known any more
-    assert np.isinf(b.upper([("a",)])).all()
+    assert np.isinf(b.upper(np.arange(4))).all()
+
+
+def test_a_part_the_refit_did_not_touch_keeps_a_tight_bound():
+    """Two independent parts; the refit adds a measurement to one: marginals of the other part get
+    a bound of about the rounding allowance alone, and the brute-force moves respect every bound."""
+    rng = np.random.default_rng(5)
+    dom = Domain(["a", "b", "c", "d"], [3, 2, 3, 2])
+    total = 1000.0
+
+    def noisy(attrs):
+        return rng.dirichlet(np.ones(dom.size(attrs))) * total
+
+    ms = [Measurement(("a", "b"), noisy(("a", "b")), 10.0), Measurement(("c",), noisy(("c",)), 10.0),
+          Measurement(("d",), noisy(("d",)), 10.0)]
+    before = estimate(dom, ms, total=total, iters=3000, tol=1e-12)
+    after = estimate(dom, ms + [Measurement(("c", "d"), noisy(("c", "d")), 10.0)], total=total, iters=30,
+                     warm=before.potentials)
+    known = {r: before.project(r) / total for r in after.potentials}
+    mk = key_marginals(after)
+    for k in range(1, 5):
+        for A in itertools.combinations(dom.attrs, k):
+            move = np.abs(after.project(A) - before.project(A)).sum()
+            assert move <= marginal_drift(before, after, known, mk, A)
+    untouched = marginal_drift(before, after, known, mk, ("a", "b"))
+    touched = marginal_drift(before, after, known, mk, ("c", "d"))
+    assert untouched < 0.01 * touched and untouched < 1.0
 
 
 # ------------------------------------------------------------------------------- the rounds

@@ -127,17 +127,19 @@ class AdaptiveSelector:
         s, ctx = state.session, state.ctx
         return self.loop.generate(s.measurements, s.domain, zeros=ctx.zeros, total=ctx.total, warm=state.model)
 
-    def shortlist(self, state: RoundState, limit: float) -> tuple[list[Clique], bool]:
-        """(candidates to score, whether they all fit). Where the loop's junction tree sizes many
-        models at once cheaply (:func:`~privmarg.generate.pgm.junction_tree.batch_sizes_exact`),
-        exactly those whose measurement keeps the loop model within ``limit`` MB (plus the free
-        ones: inside a clique of the current model). On wide domains a superset by a check on each
-        clique alone (its own float64 table within the limit, or free), cheap for 10^5 candidates;
-        for a loop that is not a junction tree, every candidate. The selection then checks the model
-        size of the few it walks through (:meth:`run`). Public: the domain and released cliques only."""
+    def shortlist(self, state: RoundState, limit: float) -> tuple[np.ndarray, bool]:
+        """(positions in ``state.candidates`` of the candidates to score, whether they all fit).
+        Where the loop's junction tree sizes many models at once cheaply
+        (:func:`~privmarg.generate.pgm.junction_tree.batch_sizes_exact`), exactly those whose
+        measurement keeps the loop model within ``limit`` MB (plus the free ones: inside a clique of
+        the current model). On wide domains a superset by a check on each clique alone (its own
+        float64 table within the limit, or free), cheap for 10^5 candidates; for a loop that is not
+        a junction tree, every candidate. The selection then checks the model size of the few it
+        walks through (:meth:`run`). Public: the domain and released cliques only."""
         dom = state.domain
+        every = np.arange(len(state.candidates))
         if not hasattr(self.loop, "model_sizes_mb"):  # not a junction tree: its own rule, checked lazily
-            return list(state.candidates), False
+            return every, False
         if batch_sizes_exact(dom):
             return self.candidates(state, limit), True
         mb = state.candidate_mb
@@ -145,23 +147,25 @@ class AdaptiveSelector:
             mb = state.candidate_mb = np.array([8.0 * dom.size(r) / MB for r in state.candidates])
         big = np.flatnonzero(mb > limit)
         if big.size == 0:
-            return list(state.candidates), False
+            return every, False
         inside = getattr(state.model, "cliques", ()) if self.free_candidates else ()
         keep = mb <= limit
         if inside:
             keep[big] = covered(dom, [state.candidates[i] for i in big], inside)
-        return [r for r, k in zip(state.candidates, keep) if k], False
+        return np.flatnonzero(keep), False
 
-    def candidates(self, state: RoundState, limit: float) -> list[Clique]:
-        """Candidates whose measurement keeps the loop model within ``limit`` MB (plus free ones),
-        every one checked (numpy batch of :meth:`PGM.model_sizes_mb`)."""
+    def candidates(self, state: RoundState, limit: float) -> np.ndarray:
+        """Positions in ``state.candidates`` of the candidates whose measurement keeps the loop
+        model within ``limit`` MB (plus free ones), every one checked (numpy batch of
+        :meth:`PGM.model_sizes_mb`)."""
         dom = state.domain
         measured = measured_cliques(state.session, state.ctx.zeros)
         inside = getattr(state.model, "cliques", ()) if self.free_candidates else ()
-        check = [r for r, free in zip(state.candidates, covered(dom, state.candidates, inside)) if not free]
-        sizes = self.loop.model_sizes_mb(dom, measured, check)
-        too_big = {r for r, size in zip(check, sizes) if size is not None and size > limit}
-        return [r for r in state.candidates if r not in too_big]
+        check = np.flatnonzero(~np.asarray(covered(dom, state.candidates, inside), dtype=bool))
+        sizes = self.loop.model_sizes_mb(dom, measured, [state.candidates[i] for i in check])
+        keep = np.ones(len(state.candidates), dtype=bool)
+        keep[check] = [size is None or size <= limit for size in sizes]
+        return np.flatnonzero(keep)
 
     def fit_check(self, state: RoundState, limit: float) -> Callable[[Clique], bool]:
         """Does measuring a clique keep the loop model within ``limit`` MB (or lie inside a clique
@@ -174,14 +178,15 @@ class AdaptiveSelector:
         cands, weights = self.prepare(dom)
         state = RoundState(session, ctx, dom, cands, weights)
         state.model = self.initial(state)
-        bounds = ErrorBounds()  # the candidates' errors, carried between rounds as upper bounds
+        bounds = ErrorBounds(dom, cands)  # the candidates' errors, carried between rounds as upper bounds
         while True:
             plan = self.plan(state)
             if plan is None:
                 break
             state.t += 1
             limit = self.size_limit(state, plan)
-            cand_t, all_fit = self.shortlist(state, limit)
+            at_t, all_fit = self.shortlist(state, limit)
+            cand_t = [state.candidates[i] for i in at_t]
             if not cand_t:
                 raise ValueError(f"no candidate fits in {limit:.3g} MB: raise max_model_size")
             # Gumbel-max walked in descending noisy score: the exponential mechanism over the
@@ -195,7 +200,7 @@ class AdaptiveSelector:
                 pick = session.select_fitting(scores, plan.epsilon, sens, lambda i: fits(options[i].clique), what=what)
             else:
                 options, sens = terms.options, terms.sensitivity
-                pick = pick_lazily(state, cand_t, terms, plan, lambda i: fits(options[i].clique), bounds, what)
+                pick = pick_lazily(state, cand_t, at_t, terms, plan, lambda i: fits(options[i].clique), bounds, what)
             if pick is None:
                 raise ValueError(f"no candidate fits in {limit:.3g} MB: raise max_model_size")
             option = options[pick]
@@ -283,11 +288,12 @@ def candidate_errors(state: RoundState, cands: list[Clique]) -> np.ndarray:
     return np.asarray(model_errors(state.model, cands, state.session.answers(cands)), dtype=np.float64)
 
 
-def pick_lazily(state: RoundState, cands: list[Clique], terms: ScoreTerms, plan: RoundPlan,
+def pick_lazily(state: RoundState, cands: list[Clique], at: np.ndarray, terms: ScoreTerms, plan: RoundPlan,
                 fits: Callable[[int], bool], bounds: ErrorBounds, what: str) -> int | None:
-    """The exponential mechanism over ``terms``' options that fit, asking for the candidates' errors
-    only where ``bounds`` leave them a chance (:meth:`MeasurementSession.select_lazy`); the errors
-    computed are kept in ``bounds`` for the next rounds."""
+    """The exponential mechanism over ``terms``' options that fit, asking for the errors of
+    ``cands`` (at positions ``at`` of the run's candidates) only where ``bounds`` leave them a chance
+    (:meth:`MeasurementSession.select_lazy`); the errors computed are kept in ``bounds`` for the
+    next rounds."""
     errors = np.full(len(cands), np.nan)
 
     def exact(idx: np.ndarray) -> np.ndarray:
@@ -297,10 +303,10 @@ def pick_lazily(state: RoundState, cands: list[Clique], terms: ScoreTerms, plan:
             errors[need] = candidate_errors(state, [cands[i] for i in need])
         return terms.offset[idx] + terms.slope[idx] * errors[terms.candidate[idx]]
 
-    pick = state.session.select_lazy(terms.upper(bounds.upper(cands)), exact, plan.epsilon, terms.sensitivity,
+    pick = state.session.select_lazy(terms.upper(bounds.upper(at)), exact, plan.epsilon, terms.sensitivity,
                                      fits, what=what)
     done = np.flatnonzero(~np.isnan(errors))
-    bounds.record([cands[i] for i in done], errors[done])
+    bounds.record(at[done], errors[done])
     return pick
 
 

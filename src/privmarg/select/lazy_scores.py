@@ -3,9 +3,9 @@
 A round of AIM or JAM scores every candidate ``r`` by its model error ``‖y_r − M_r(model)‖₁`` (the
 private answer against the current model), and scoring is most of such a run's time. A score here
 is ``offset + slope·error`` (:class:`ScoreTerms`); a candidate's error in the last round it was
-computed, plus how far any marginal of the model can have moved since
-(:func:`~privmarg.generate.pgm.drift.marginal_drift`, from the models' potentials), bounds its error
-now (:class:`ErrorBounds`). The exponential mechanism then asks only for the errors whose bound
+computed, plus how far its marginal can have moved since (:func:`~privmarg.generate.pgm.drift.drift`,
+from the models' potentials, per independent part of the model), bounds its error now
+(:class:`ErrorBounds`). The exponential mechanism then asks only for the errors whose bound
 leaves them a chance against the Gumbel noise already drawn
 (:func:`~privmarg.privacy.primitives.exponential_mechanism_lazy`): the pick is the one that scoring
 every candidate would give from the same draws. The errors are private, like the scores; which
@@ -14,13 +14,14 @@ ones were computed shows only in the run's time, never in what is released.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..generate.pgm.drift import key_marginals, marginal_drift
+from ..core import Domain
+from ..generate.pgm.drift import drift, key_marginals
 
 Clique = tuple[str, ...]
 
@@ -60,22 +61,29 @@ class ScoreTerms:
 
 class ErrorBounds:
     """Each candidate's last computed model error and how far the model has moved since: the
-    error's upper bound now. :meth:`moved` after every refit (an ``inf`` move forgets every error)."""
+    error's upper bound now. A refit's move is bounded per candidate by the independent parts of
+    the model its attributes touch (:class:`~privmarg.generate.pgm.drift.Drift`); :meth:`moved`
+    after every refit (a move that cannot be bounded forgets every error). Arrays over the run's
+    fixed candidate list, addressed by position."""
 
-    def __init__(self) -> None:
-        self.errors: dict[Clique, float] = {}
-        self.since: dict[Clique, float] = {}  # the cumulative move when the error was computed
-        self.total = 0.0  # cumulative move (counts)
+    def __init__(self, domain: Domain, candidates: Sequence[Clique]):
+        where = {a: i for i, a in enumerate(domain.attrs)}
+        width = max((len(r) for r in candidates), default=1)
+        self.attrs = np.full((len(candidates), width), -1, dtype=np.int32)
+        for i, r in enumerate(candidates):
+            self.attrs[i, :len(r)] = [where[a] for a in r]
+        self.errors = np.full(len(candidates), np.nan)
+        self.move = np.zeros(len(candidates))  # counts the model moved since each error was computed
         self.marginals: dict[Clique, np.ndarray] | None = None  # the current model's, on its potentials' cliques
 
-    def upper(self, cands: list[Clique]) -> np.ndarray:
-        err, since, total = self.errors, self.since, self.total
-        return np.array([err[r] + (total - since[r]) if r in err else math.inf for r in cands], dtype=np.float64)
+    def upper(self, at: np.ndarray) -> np.ndarray:
+        """Upper bounds on the errors of the candidates at positions ``at`` (``inf``: none known)."""
+        err = self.errors[at]
+        return np.where(np.isnan(err), np.inf, err + self.move[at])
 
-    def record(self, cands: list[Clique], errors: np.ndarray) -> None:
-        for r, e in zip(cands, errors):
-            self.errors[r] = float(e)
-            self.since[r] = self.total
+    def record(self, at: np.ndarray, errors: np.ndarray) -> None:
+        self.errors[at] = errors
+        self.move[at] = 0.0
 
     def moved(self, before: Any, after: Any, chosen: Clique | None, chosen_before: np.ndarray | None) -> None:
         """Account for a refit from ``before`` to ``after``; ``chosen_before``: ``before``'s marginal
@@ -94,13 +102,12 @@ class ErrorBounds:
                     known[r] = np.asarray(chosen_before, dtype=np.float64) / before.total
                 else:
                     known[r] = np.asarray(before.project(r, cache=False), dtype=np.float64) / before.total
-        d = marginal_drift(before, after, known, self.marginals)
-        if math.isfinite(d):
-            self.total += d
-        else:
+        d = drift(before, after, known, self.marginals)
+        if d is None:
             self._forget()
+        else:
+            self.move += d.bound(self.attrs)
 
     def _forget(self) -> None:
-        self.errors.clear()
-        self.since.clear()
-        self.total = 0.0
+        self.errors.fill(np.nan)
+        self.move.fill(0.0)

@@ -8,16 +8,19 @@ refitted on more measurements), have the symmetric divergence
 
 with ``μ_r``, ``ν_r`` the two models' marginals on ``r`` as probabilities and ``ψ_r = 0`` where ``Q`` has
 no potential: the partition functions cancel, so ``J`` needs only marginals on the potentials' own
-cliques, which a junction tree holds. Pinsker's inequality holds both ways round, so
-``‖P − Q‖₁ ≤ √(2·min(KL(P‖Q), KL(Q‖P))) ≤ √J``, and no marginal moves more than the whole: for any
-attribute set ``A``, ``‖M_A(P) − M_A(Q)‖₁ ≤ N·√J`` counts. Pure arithmetic on released models: no
-privacy cost.
+cliques, which a junction tree holds. ``P``'s independent parts (attributes joined by its cliques)
+also split ``Q``, whose cliques are fewer, so both are products over those parts and ``J`` is the sum
+of one ``J_K`` per part. For an attribute set ``A`` touching the parts ``K(A)``, the data-processing
+inequality and Pinsker's inequality, both ways round, give
+``‖M_A(P) − M_A(Q)‖₁ ≤ √(2·min(KL(P‖Q), KL(Q‖P)) over K(A)) ≤ √(Σ_{K ∈ K(A)} J_K)``: in counts,
+``N`` times that. A part the refit barely touched bounds its marginals tightly. Pure arithmetic on
+released models: no privacy cost.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,33 +43,95 @@ def key_marginals(model: GraphicalModel) -> dict[Clique, np.ndarray] | None:
     return {r: np.asarray(m, dtype=np.float64) / model.total for r, m in zip(keys, model.project_many(keys))}
 
 
-def marginal_drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mapping[Clique, np.ndarray],
-                   after_marginals: Mapping[Clique, np.ndarray]) -> float:
-    """A bound (counts) on ``‖M_A(after) − M_A(before)‖₁`` for every attribute set ``A`` (see the
-    module's note), or ``inf`` where the two models are not of that form: a potential of ``before``
-    missing from ``after``, a marginal missing from ``before_marginals`` (probabilities, keyed as
-    ``after``'s potentials), values not finite. ``after_marginals``: :func:`key_marginals` of
-    ``after``. Both models must share their structural zeros (a selector's rounds do)."""
+def parts(model: GraphicalModel) -> np.ndarray:
+    """The model's independent part of each attribute (in the domain's order), as numbers
+    ``0..parts−1``: attributes are in one part when a chain of the tree's cliques joins them."""
+    attrs = model.domain.attrs
+    where = {a: i for i, a in enumerate(attrs)}
+    root = list(range(len(attrs)))
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    for clique in model.tree.cliques:
+        first = find(where[clique[0]])
+        for a in clique[1:]:
+            other = find(where[a])
+            if other != first:
+                root[other] = first
+    return np.unique([find(i) for i in range(len(attrs))], return_inverse=True)[1]
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How far a refit can have moved the marginals: each attribute's independent ``part`` (in
+    the refitted model), each part's symmetric divergence ``J_K``, and the record counts before and
+    after."""
+
+    part: np.ndarray
+    divergence: np.ndarray
+    total_before: float
+    total_after: float
+
+    def bound(self, attrs: np.ndarray) -> np.ndarray:
+        """Counts by which the marginal on each row's attributes (domain positions, ``−1``
+        padding; shape (n, k)) can have moved: ``N·min(2, √(Σ_{K ∈ K(A)} J_K))`` plus the change in
+        N and the rounding allowance (:data:`ROUNDING_SHARE`)."""
+        attrs = np.asarray(attrs)
+        if attrs.ndim != 2:
+            raise ValueError("attrs must be a 2-D array of attribute positions")
+        k = np.where(attrs >= 0, self.part[np.maximum(attrs, 0)], -1)
+        j = np.zeros(len(attrs))
+        for col in range(k.shape[1]):  # each part once: a part already met in an earlier column is not added again
+            new = k[:, col] >= 0
+            for prev in range(col):
+                new &= k[:, col] != k[:, prev]
+            j += np.where(new, self.divergence[np.maximum(k[:, col], 0)], 0.0)
+        n = self.total_after
+        return n * np.minimum(2.0, np.sqrt(j)) + abs(n - self.total_before) + ROUNDING_SHARE * n
+
+
+def drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mapping[Clique, np.ndarray],
+          after_marginals: Mapping[Clique, np.ndarray]) -> Drift | None:
+    """The :class:`Drift` from ``before`` to ``after`` (see the module's note), or None where the two
+    models are not of that form: a potential of ``before`` missing from ``after``, a marginal missing
+    from ``before_marginals`` (probabilities, keyed as ``after``'s potentials), values not finite.
+    ``after_marginals``: :func:`key_marginals` of ``after``. Both models must share their structural
+    zeros (a selector's rounds do)."""
     phi = getattr(after, "potentials", None)
     psi = getattr(before, "potentials", None)
-    if not phi or psi is None or not set(psi) <= set(phi) or not before.total > 0:
-        return math.inf
-    j = slack = 0.0
+    if not phi or psi is None or not set(psi) <= set(phi) or not before.total > 0 or after.domain != before.domain:
+        return None
+    part = parts(after)
+    where = {a: i for i, a in enumerate(after.domain.attrs)}
+    j = np.zeros(int(part.max()) + 1 if part.size else 0)
     for r, p in phi.items():
         mu, nu = after_marginals.get(r), before_marginals.get(r)
         if mu is None or nu is None or mu.shape != nu.shape:
-            return math.inf
+            return None
         dphi = np.asarray(p, dtype=np.float64).ravel()
         if r in psi:
             dphi = dphi - np.asarray(psi[r], dtype=np.float64).ravel()
         if dphi.shape != mu.shape:
-            return math.inf
+            return None
         dmu = mu - nu
-        j += float(np.dot(dmu, dphi))
-        slack += float(np.dot(np.abs(dmu), np.abs(dphi)))
-    if not (math.isfinite(j) and math.isfinite(slack)):
-        return math.inf
-    # J ≥ 0 exactly; its rounding is a small share of the sum of the terms' sizes
-    j = max(j, 0.0) + 1e-6 * slack
-    n = after.total
-    return min(2.0 * n, n * math.sqrt(j)) + abs(after.total - before.total) + ROUNDING_SHARE * n
+        # J ≥ 0 exactly; its rounding is a small share of the sum of the terms' sizes
+        j[part[where[r[0]]]] += float(np.dot(dmu, dphi)) + 1e-6 * float(np.dot(np.abs(dmu), np.abs(dphi)))
+    if not np.isfinite(j).all():
+        return None
+    return Drift(part, np.maximum(j, 0.0), float(before.total), float(after.total))
+
+
+def marginal_drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mapping[Clique, np.ndarray],
+                   after_marginals: Mapping[Clique, np.ndarray], attrs: Clique | None = None) -> float:
+    """Counts by which the marginal on ``attrs`` (None: on every attribute, the bound for any
+    marginal) can have moved from ``before`` to ``after`` (:func:`drift`); ``inf`` where not known."""
+    d = drift(before, after, before_marginals, after_marginals)
+    if d is None:
+        return float("inf")
+    where = {a: i for i, a in enumerate(after.domain.attrs)}
+    pos = [where[a] for a in (after.domain.attrs if attrs is None else attrs)]
+    return float(d.bound(np.array([pos]))[0])
