@@ -370,3 +370,23 @@ def test_project_many_equals_one_query_each(monkeypatch):
         assert g == pytest.approx(model.project(c, cache=False), rel=1e-10, abs=1e-9)
     inside = [c for c in cands if set(c) <= {"a0", "a1", "a2", "a3"}]
     assert len(inside) > 10 and len(cands) - len(inside) > 10  # both paths exercised
+
+
+def test_batched_answers_equal_one_projection_each():
+    """A batch of exact marginals (cliques sharing a prefix share its codes) equals one projection
+    per clique, in any order and whatever the codes' dtype; bad cliques fail as a projection does."""
+    rng = np.random.default_rng(0)
+    dom = Domain([f"x{i}" for i in range(6)], [3, 1, 7, 2, 5, 4])
+    data = Dataset(np.column_stack([rng.integers(0, k, 500) for k in dom.shape]).astype(np.int16), dom)
+    cliques = list(downward_closure([(tuple(dom.attrs[i] for i in sorted(rng.choice(6, 3, replace=False))), 1.0)
+                                     for _ in range(8)], dom))
+    cliques += [("x4", "x0", "x2"), ("x4", "x0", "x5"), ("x3",), (), ("x5", "x1")]
+    got = data.marginals(cliques)
+    assert len(got) == len(cliques)
+    for c, g in zip(cliques, got):
+        assert np.array_equal(g, data.project(c)) and g.dtype == np.float64
+    for bad in [("x0", "x0"), ("x0", "nope")]:
+        with pytest.raises((ValueError, KeyError)):
+            data.project(bad)
+        with pytest.raises((ValueError, KeyError)):
+            data.marginals([("x1", "x2"), bad])

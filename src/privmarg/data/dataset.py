@@ -113,6 +113,28 @@ class Dataset:
         idx = np.ravel_multi_index(tuple(self.codes[:, i] for i in axes), sizes)
         return np.bincount(idx, minlength=int(np.prod(sizes))).astype(float)
 
+    def marginals(self, cliques: Iterable[Iterable[str]]) -> list[np.ndarray]:
+        """``[self.project(c) for c in cliques]``, a clique sharing all but its last attribute with
+        the one before it reusing that prefix's cell codes (a selector's candidates come sorted, so
+        they share one pass over the rows; about 2.5× faster on Caravan's 106,081). Private."""
+        out: list[np.ndarray] = []
+        prefix: tuple[str, ...] | None = None
+        code = None
+        for attrs in map(tuple, cliques):
+            if len(attrs) < 2 or len(set(attrs)) != len(attrs):
+                out.append(self.project(attrs))  # the one-pass case, and its error for a repeat
+                continue
+            self.domain.canonical(attrs)  # unknown names are an error
+            if attrs[:-1] != prefix:
+                prefix, axes = attrs[:-1], self.domain.axes(attrs[:-1])
+                code = self.codes[:, axes[0]].astype(np.int64)
+                for i, a in zip(axes[1:], prefix[1:]):
+                    code = code * self.domain[a] + self.codes[:, i]
+            last = attrs[-1]
+            idx = code * self.domain[last] + self.codes[:, self.domain.axes((last,))[0]]
+            out.append(np.bincount(idx, minlength=self.domain.size(attrs)).astype(float))
+        return out
+
 
 #: column separators a CSV may use: a comma, or else the one that splits the header line into most
 #: fields (a semicolon, as spreadsheets write CSV in many locales; a tab; a bar)

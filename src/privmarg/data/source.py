@@ -75,7 +75,7 @@ class MemorySource:
         return float(len(self._data))
 
     def marginals(self, cliques: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        return [self._data.project(tuple(c)) for c in cliques]
+        return self._data.marginals(cliques)
 
     def records(self) -> np.ndarray:
         """The rows as integer codes (a copy). Public data: PMW^Pub reweights its records; private
