@@ -144,6 +144,8 @@ def audit_exponential(rho: float, runs: int, *, epsilon_factor: float = 1.0, fit
     quarter above it and asked for only where that bound leaves it a chance (as the adaptive
     rounds' scoring). ``epsilon_factor`` > 1: a broken variant drawing with ε × factor while the
     claim stays ρ, which the audit must flag."""
+    if bounded and not fitting:
+        raise ValueError("bounded scores are audited on the fitting walk: pass fitting=True too")
     eps = exponential_epsilon(rho) * epsilon_factor
     ss = np.random.SeedSequence(seed)
     acc = Accountant(2 * runs * eps * eps)  # the claim is ``rho``: this ledger only absorbs the charges

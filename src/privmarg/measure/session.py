@@ -2,8 +2,10 @@
 
 A :class:`MeasurementSession` holds a :class:`~privmarg.data.MarginalSource`, the run's
 :class:`~privmarg.privacy.Accountant` and its noise generator. Selectors read private answers
-through :meth:`answers` only to compute scores that go straight into a charged selection
-(:meth:`select`, :meth:`top_q`); every release (:meth:`measure`, :meth:`gaussian`, :meth:`privtree`)
+through :meth:`answers` only to compute scores that leave only through a charged selection
+(:meth:`select`, :meth:`select_fitting`, :meth:`select_lazy`, :meth:`top_q`; the adaptive rounds
+keep their candidates' errors between rounds, as upper bounds of later scores, and nowhere else);
+every release (:meth:`measure`, :meth:`gaussian`, :meth:`privtree`)
 is charged before noise is drawn, and the noise itself is drawn in :mod:`privmarg.privacy`.
 
 Statistics that are not marginals (issue 20): :meth:`clipped_sum` releases a noisy sum of

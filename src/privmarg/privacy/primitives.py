@@ -212,9 +212,11 @@ def exponential_mechanism_lazy(
     argmax once some fitting index has ``c·q + g`` at or above ``c·upper[i] + g[i]``, so its score
     is never asked for. The indices are asked in batches of descending ``c·upper + g`` (the first:
     every unbounded one and ``first`` more; then all still in reach), and the pick is the Gumbel-max
-    over the fitting indices exactly, as if every score had been computed. A score above its bound
-    voids the bounds (every remaining score is then asked for). Same charge: ``epsilon^2/8`` zCDP
-    once an index fits; None, charging nothing, when none fits.
+    over the fitting indices exactly, as if every score had been computed. **The bounds must be
+    valid**: the pick is the exponential mechanism's (and private) only if no score exceeds its
+    bound. A wrong bound on a score that is asked for is caught (every remaining score is then
+    asked for); one on a score never asked for cannot be. Same charge: ``epsilon^2/8`` zCDP once an
+    index fits; None, charging nothing, when none fits.
     """
     u = np.asarray(upper, dtype=np.float64)
     if u.ndim != 1 or u.size == 0:
@@ -239,7 +241,9 @@ def exponential_mechanism_lazy(
         if trusted and (q > u[batch] + 1e-9 * np.maximum(1.0, np.abs(u[batch]))).any():
             trusted = False  # a bound was wrong: ask for every score left
         asked[batch] = True
-        noisy = c * q + g[batch]
+        finite = q > -np.inf  # a −inf score is never picked (and 0·(−inf) at ε = 0 is not a number)
+        noisy = np.full(q.shape, -np.inf)
+        noisy[finite] = c * q[finite] + g[batch][finite]
         for j in np.argsort(-noisy, kind="stable"):
             if not noisy[j] > best:
                 break

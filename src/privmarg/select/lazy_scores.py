@@ -77,11 +77,13 @@ class ErrorBounds:
         self.marginals: dict[Clique, np.ndarray] | None = None  # the current model's, on its potentials' cliques
 
     def upper(self, at: np.ndarray) -> np.ndarray:
-        """Upper bounds on the errors of the candidates at positions ``at`` (``inf``: none known)."""
+        """Upper bounds (counts) on the errors of the candidates at positions ``at`` (``inf``: none
+        known)."""
         err = self.errors[at]
         return np.where(np.isnan(err), np.inf, err + self.move[at])
 
     def record(self, at: np.ndarray, errors: np.ndarray) -> None:
+        """Keep the errors (counts) just computed for the candidates at positions ``at``."""
         self.errors[at] = errors
         self.move[at] = 0.0
 
@@ -90,7 +92,7 @@ class ErrorBounds:
         (counts) on the clique just chosen, the one new potential a round adds (any other new one is
         projected from ``before`` here)."""
         known, self.marginals = self.marginals, key_marginals(after) if after is not None else None
-        if before is None or self.marginals is None:
+        if before is None or self.marginals is None or getattr(before, "potentials", None) is None:
             self._forget()
             return
         if known is None:

@@ -31,6 +31,10 @@ Clique = tuple[str, ...]
 #: counts added to every bound per unit of N: the fits' float32 tables put rounding error of about
 #: 1e-6·N into each marginal, far below this
 ROUNDING_SHARE = 2e-4
+#: the relative rounding error allowed a model's marginals, in units of its tables' precision (a
+#: marginal of positive terms, summed and multiplied along the tree, is off by a few hundred units
+#: at most): J's allowance is this share of Σ_r Σ_cells (μ_r + ν_r)·|φ_r − ψ_r| (after centring)
+MARGINAL_ULPS = 256.0
 
 
 def key_marginals(model: GraphicalModel) -> dict[Clique, np.ndarray] | None:
@@ -107,6 +111,7 @@ def drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mappi
         return None
     part = parts(after)
     where = {a: i for i, a in enumerate(after.domain.attrs)}
+    ulp = MARGINAL_ULPS * max(_precision(before), _precision(after))
     j = np.zeros(int(part.max()) + 1 if part.size else 0)
     for r, p in phi.items():
         mu, nu = after_marginals.get(r), before_marginals.get(r)
@@ -117,12 +122,20 @@ def drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mappi
             dphi = dphi - np.asarray(psi[r], dtype=np.float64).ravel()
         if dphi.shape != mu.shape:
             return None
-        dmu = mu - nu
-        # J ≥ 0 exactly; its rounding is a small share of the sum of the terms' sizes
-        j[part[where[r[0]]]] += float(np.dot(dmu, dphi)) + 1e-6 * float(np.dot(np.abs(dmu), np.abs(dphi)))
+        # a constant added to a potential changes neither model (μ and ν each sum to 1): centred,
+        # it cannot multiply the marginals' rounding error
+        dphi = dphi - dphi.mean()
+        # J ≥ 0 exactly; the marginals' rounding moves each term by at most ulp·(μ + ν)·|Δφ| a cell
+        j[part[where[r[0]]]] += float(np.dot(mu - nu, dphi)) + ulp * float(np.dot(mu + nu, np.abs(dphi)))
     if not np.isfinite(j).all():
         return None
     return Drift(part, np.maximum(j, 0.0), float(before.total), float(after.total))
+
+
+def _precision(model: GraphicalModel) -> float:
+    """The unit rounding error of a model's tables (float32 fits: about 6e-8)."""
+    tables = model.marginals
+    return float(np.finfo(tables[0].dtype).eps) if tables and tables[0].dtype.kind == "f" else float(np.finfo(np.float64).eps)
 
 
 def marginal_drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mapping[Clique, np.ndarray],
