@@ -211,6 +211,8 @@ def test_error_bounds_grow_by_the_drift_and_forget_on_an_unknown_move():
                                      for r in after.potentials if r not in before.potentials}
     d = [marginal_drift(before, after, known, key_marginals(after), r) for r in cands]
     assert b.upper(np.arange(4)).tolist() == pytest.approx([5.0 + d[0], 7.0 + d[1], np.inf, 9.0 + d[3]])
+    # no error exceeds the two tables' totals: the cap bounds the unknown and the stale alike
+    assert b.upper(np.arange(4), cap=6.0).tolist() == pytest.approx([min(5.0 + d[0], 6.0), 6.0, 6.0, 6.0])
     b.record(np.array([1]), np.array([3.0]))
     assert b.upper(np.array([1]))[0] == 3.0
     b.moved(after, object(), None, None)  # not a graphical model: nothing known any more
@@ -245,7 +247,7 @@ def test_a_part_the_refit_did_not_touch_keeps_a_tight_bound():
 
 # ------------------------------------------------------------------------------- the rounds
 def _full_scoring(monkeypatch):
-    monkeypatch.setattr(ErrorBounds, "upper", lambda self, at: np.full(len(at), np.inf))
+    monkeypatch.setattr(ErrorBounds, "upper", lambda self, at, cap=np.inf: np.full(len(at), np.inf))
 
 
 def _counting(monkeypatch):

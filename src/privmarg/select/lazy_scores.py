@@ -76,11 +76,12 @@ class ErrorBounds:
         self.move = np.zeros(len(candidates))  # counts the model moved since each error was computed
         self.marginals: dict[Clique, np.ndarray] | None = None  # the current model's, on its potentials' cliques
 
-    def upper(self, at: np.ndarray) -> np.ndarray:
-        """Upper bounds (counts) on the errors of the candidates at positions ``at`` (``inf``: none
-        known)."""
+    def upper(self, at: np.ndarray, cap: float = np.inf) -> np.ndarray:
+        """Upper bounds (counts) on the errors of the candidates at positions ``at``: the last error
+        plus the move since, and at most ``cap`` (an error ``‖y − M(model)‖₁`` is at most the two
+        tables' totals together)."""
         err = self.errors[at]
-        return np.where(np.isnan(err), np.inf, err + self.move[at])
+        return np.minimum(np.where(np.isnan(err), np.inf, err + self.move[at]), cap)
 
     def record(self, at: np.ndarray, errors: np.ndarray) -> None:
         """Keep the errors (counts) just computed for the candidates at positions ``at``."""
