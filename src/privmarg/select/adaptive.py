@@ -57,6 +57,8 @@ class RoundState:
     run: Any = None
     #: each candidate's own table in MB (wide domains' shortlist), computed once a run
     candidate_mb: np.ndarray | None = None
+    #: positions in ``candidates`` of this round's shortlist (the ``cands`` a round scores)
+    at: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,7 @@ class AdaptiveSelector:
             limit = self.size_limit(state, plan)
             at_t, all_fit = self.shortlist(state, limit)
             cand_t = [state.candidates[i] for i in at_t]
+            state.at = at_t
             if not cand_t:
                 raise ValueError(f"no candidate fits in {limit:.3g} MB: raise max_model_size")
             # Gumbel-max walked in descending noisy score: the exponential mechanism over the

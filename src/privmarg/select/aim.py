@@ -71,6 +71,10 @@ class AIMRun:
     rounds: int = 0  # T the rounds are planned for
     noise_ratio: float | None = None  # see AIMSelector._plan_by_budget
     public_start: bool = False  # whether the first model was the public table's (AIMSelector._start)
+    # each candidate's weight, cells and option, in the order of the run's candidates (made once)
+    weight: np.ndarray | None = None
+    cells: np.ndarray | None = None
+    options: list | None = None
 
 
 class AIMSelector(ClosureCandidates, AdaptiveSelector):
@@ -198,10 +202,17 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
     def score_terms(self, state: RoundState, cands, plan: RoundPlan) -> ScoreTerms:
         """Candidate ``r`` scores ``w_r·(error − √(2/π)·σ·cells)``: its weight times its error less
         its expected noise."""
-        dom, w = state.domain, state.weights
-        weight = np.array([w[r] for r in cands])
-        cells = np.array([dom.size(r) for r in cands], dtype=float)
-        return ScoreTerms([Option(r) for r in cands], np.arange(len(cands)), -weight * SQRT_2_OVER_PI * plan.sigma * cells,
+        x = state.run
+        if x.weight is None:  # per candidate, once a run (wide tables have 10^5 candidates)
+            x.weight = np.array([state.weights[r] for r in state.candidates], dtype=float)
+            x.cells = np.array([state.domain.size(r) for r in state.candidates], dtype=float)
+            x.options = [Option(r) for r in state.candidates]
+        at = state.at  # the positions of ``cands`` (set by the round)
+        if at is None:
+            where = {r: i for i, r in enumerate(state.candidates)}
+            at = np.array([where[r] for r in cands], dtype=np.intp)
+        weight, cells = x.weight[at], x.cells[at]
+        return ScoreTerms([x.options[i] for i in at], np.arange(len(cands)), -weight * SQRT_2_OVER_PI * plan.sigma * cells,
                           weight, score_sensitivity(state.session.neighbour, float(weight.max())))
 
     def after(self, state: RoundState, option: Option, plan: RoundPlan, before, entry: dict, prev) -> None:
