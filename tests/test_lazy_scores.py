@@ -310,3 +310,19 @@ def test_rounds_release_what_scoring_every_candidate_releases(method, monkeypatc
         assert len(y_l) == len(y_f) and all(np.array_equal(a, b) for a, b in zip(y_l, y_f))
         assert np.array_equal(lazy.sample_codes(seed=0), other.sample_codes(seed=0))
     assert sum(asked_lazy) < 0.8 * sum(asked_full)  # the bounds spared some of the scoring
+
+
+def test_only_sources_that_count_rows_cap_the_errors():
+    """The cap ‖y‖₁ ≤ N holds for sources that count each row once; a precomputed source may hold
+    any numbers, so its errors are not capped."""
+    from privmarg.data.source import MappedSource, MemorySource, PrecomputedSource
+
+    data = _table(200, 0)
+    mem = MemorySource(data)
+    assert mem.counts_rows
+    assert all(np.abs(y).sum() <= mem.count() for y in mem.marginals([("a",), ("a", "b"), ("c", "d", "e")]))
+    pre = PrecomputedSource.from_source(mem, [("a", "b")])
+    assert not getattr(pre, "counts_rows", False)
+    merged = Domain(["a", "b", "c", "d", "e", "f"], [2, 3, 5, 2, 6, 3])
+    assert MappedSource(mem, merged, {"a": np.array([0, 0, 1, 1])}).counts_rows
+    assert not MappedSource(pre, merged, {"a": np.array([0, 0, 1, 1])}).counts_rows

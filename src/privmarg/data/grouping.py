@@ -45,6 +45,7 @@ class GroupingSetsSource:
     _table: str
     _grouping: str = "GROUPING"
     _count: float | None = None
+    counts_rows = True  # GROUP BY counts each row once (see MemorySource.counts_rows)
 
     # --------------------------------------------------------------------- the dialect
     def _ident(self, name: str) -> str:

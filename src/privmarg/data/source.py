@@ -67,6 +67,10 @@ class ColumnSource(Protocol):
 class MemorySource:
     """A :class:`~privmarg.data.Dataset` held in memory: marginals by ``bincount`` over its codes."""
 
+    #: every marginal counts each of the ``count()`` rows at most once (L1 norm ≤ count): a bound
+    #: the adaptive rounds may use (sources of other tables, e.g. precomputed ones, say nothing)
+    counts_rows = True
+
     def __init__(self, data: Dataset):
         self._data = data
         self.domain = data.domain
@@ -129,6 +133,11 @@ class MappedSource:
 
     def count(self) -> float:
         return self._source.count()
+
+    @property
+    def counts_rows(self) -> bool:
+        """As the source mapped (merging values keeps every row counted once)."""
+        return bool(getattr(self._source, "counts_rows", False))
 
     def marginals(self, cliques: Sequence[Sequence[str]]) -> list[np.ndarray]:
         cliques = [tuple(c) for c in cliques]

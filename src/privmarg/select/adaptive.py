@@ -306,8 +306,11 @@ def pick_lazily(state: RoundState, cands: list[Clique], at: np.ndarray, terms: S
             errors[need] = candidate_errors(state, [cands[i] for i in need])
         return terms.offset[idx] + terms.slope[idx] * errors[terms.candidate[idx]]
 
-    # no error exceeds ‖y‖₁ + ‖M(model)‖₁ (private N: it decides only which scores are computed)
-    cap = state.session.source.count() + state.model.total if state.model is not None else 0.0
+    # no error exceeds ‖y‖₁ + ‖M(model)‖₁, and ‖y‖₁ ≤ N where the source counts rows (private N:
+    # it decides only which scores are computed)
+    source = state.session.source
+    cap = np.inf if state.model is None or not getattr(source, "counts_rows", False) else \
+        source.count() + abs(state.model.total)
     pick = state.session.select_lazy(terms.upper(bounds.upper(at, cap)), exact, plan.epsilon, terms.sensitivity,
                                      fits, what=what)
     done = np.flatnonzero(~np.isnan(errors))
