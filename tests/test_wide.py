@@ -374,10 +374,10 @@ def test_project_many_equals_one_query_each(monkeypatch):
 
 def test_batched_answers_equal_one_projection_each():
     """A batch of exact marginals (cliques sharing a prefix share its codes) equals one projection
-    per clique, in any order and whatever the codes' dtype; bad cliques fail as a projection does."""
+    per clique, in any order; bad cliques and codes fail as a projection does."""
     rng = np.random.default_rng(0)
     dom = Domain([f"x{i}" for i in range(6)], [3, 1, 7, 2, 5, 4])
-    data = Dataset(np.column_stack([rng.integers(0, k, 500) for k in dom.shape]).astype(np.int16), dom)
+    data = Dataset(np.column_stack([rng.integers(0, k, 500) for k in dom.shape]), dom)
     cliques = list(downward_closure([(tuple(dom.attrs[i] for i in sorted(rng.choice(6, 3, replace=False))), 1.0)
                                      for _ in range(8)], dom))
     cliques += [("x4", "x0", "x2"), ("x4", "x0", "x5"), ("x3",), (), ("x5", "x1")]
@@ -390,3 +390,11 @@ def test_batched_answers_equal_one_projection_each():
             data.project(bad)
         with pytest.raises((ValueError, KeyError)):
             data.marginals([("x1", "x2"), bad])
+    # codes not checked on the way in: a code past its attribute's size fails, as a projection does
+    codes = data.codes.copy()
+    codes[0, 5] = 4  # x5 has 4 values
+    loose = Dataset(codes, dom, validate=False)
+    with pytest.raises(ValueError):
+        loose.project(("x0", "x5"))
+    with pytest.raises(ValueError):
+        loose.marginals([("x0", "x5")])

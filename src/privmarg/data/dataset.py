@@ -127,12 +127,15 @@ class Dataset:
             self.domain.canonical(attrs)  # unknown names are an error
             if attrs[:-1] != prefix:
                 prefix, axes = attrs[:-1], self.domain.axes(attrs[:-1])
-                code = self.codes[:, axes[0]].astype(np.int64)
+                code = self.codes[:, axes[0]]
                 for i, a in zip(axes[1:], prefix[1:]):
                     code = code * self.domain[a] + self.codes[:, i]
             last = attrs[-1]
             idx = code * self.domain[last] + self.codes[:, self.domain.axes((last,))[0]]
-            out.append(np.bincount(idx, minlength=self.domain.size(attrs)).astype(float))
+            counts = np.bincount(idx, minlength=self.domain.size(attrs))
+            if counts.size != self.domain.size(attrs):  # a code past its attribute's size (unvalidated codes)
+                raise ValueError(f"a code outside the domain in {attrs}")
+            out.append(counts.astype(float))
         return out
 
 

@@ -221,6 +221,8 @@ class AdaptiveSelector:
             state.model = self.refit(state)
             if terms is not None:
                 bounds.moved(prev, state.model, option.clique, before)
+            else:  # a round scored otherwise: the errors kept say nothing about the new model
+                bounds.forget()
             entry["rho_used"] = session.rho_spent
             info = getattr(state.model, "info", None)
             if info is not None:
@@ -291,6 +293,26 @@ def candidate_errors(state: RoundState, cands: list[Clique]) -> np.ndarray:
     return np.asarray(model_errors(state.model, cands, state.session.answers(cands)), dtype=np.float64)
 
 
+def model_l1(model: Any) -> float:
+    """An upper bound on any marginal's L1 norm as the model computes it: its total, or more where
+    its clique tables sum to more (rounding, a fit run off), with a margin for the sums' own
+    rounding; ``inf`` for a model without clique tables to check."""
+    tables = getattr(model, "marginals", None) if isinstance(model, GraphicalModel) else None
+    if not tables:
+        return np.inf
+    return max(abs(float(model.total)), *(float(np.abs(t).sum()) for t in tables)) * (1.0 + 1e-3)
+
+
+def error_cap(state: RoundState) -> float:
+    """An upper bound on every candidate's model error ``‖y − M(model)‖₁ ≤ ‖y‖₁ + ‖M(model)‖₁``,
+    where ``‖y‖₁ ≤ N`` because the source counts each row once (``counts_rows``); ``inf`` otherwise.
+    Private N: it decides only which scores are computed."""
+    source = state.session.source
+    if state.model is None or not getattr(source, "counts_rows", False):
+        return np.inf
+    return source.count() + model_l1(state.model)
+
+
 def pick_lazily(state: RoundState, cands: list[Clique], at: np.ndarray, terms: ScoreTerms, plan: RoundPlan,
                 fits: Callable[[int], bool], bounds: ErrorBounds, what: str) -> int | None:
     """The exponential mechanism over ``terms``' options that fit, asking for the errors of
@@ -306,13 +328,8 @@ def pick_lazily(state: RoundState, cands: list[Clique], at: np.ndarray, terms: S
             errors[need] = candidate_errors(state, [cands[i] for i in need])
         return terms.offset[idx] + terms.slope[idx] * errors[terms.candidate[idx]]
 
-    # no error exceeds ‖y‖₁ + ‖M(model)‖₁, and ‖y‖₁ ≤ N where the source counts rows (private N:
-    # it decides only which scores are computed)
-    source = state.session.source
-    cap = np.inf if state.model is None or not getattr(source, "counts_rows", False) else \
-        source.count() + abs(state.model.total)
-    pick = state.session.select_lazy(terms.upper(bounds.upper(at, cap)), exact, plan.epsilon, terms.sensitivity,
-                                     fits, what=what)
+    pick = state.session.select_lazy(terms.upper(bounds.upper(at, error_cap(state))), exact, plan.epsilon,
+                                     terms.sensitivity, fits, what=what)
     done = np.flatnonzero(~np.isnan(errors))
     bounds.record(at[done], errors[done])
     return pick

@@ -94,7 +94,7 @@ class ErrorBounds:
         projected from ``before`` here)."""
         known, self.marginals = self.marginals, key_marginals(after) if after is not None else None
         if before is None or self.marginals is None or getattr(before, "potentials", None) is None:
-            self._forget()
+            self.forget()
             return
         if known is None:
             known = key_marginals(before) or {}
@@ -107,10 +107,11 @@ class ErrorBounds:
                     known[r] = np.asarray(before.project(r, cache=False), dtype=np.float64) / before.total
         d = drift(before, after, known, self.marginals)
         if d is None:
-            self._forget()
+            self.forget()
         else:
             self.move += d.bound(self.attrs)
 
-    def _forget(self) -> None:
+    def forget(self) -> None:
+        """Drop every error (a refit whose move is not known)."""
         self.errors.fill(np.nan)
         self.move.fill(0.0)

@@ -31,20 +31,30 @@ Clique = tuple[str, ...]
 #: counts added to every bound per unit of N: the fits' float32 tables put rounding error of about
 #: 1e-6·N into each marginal, far below this
 ROUNDING_SHARE = 2e-4
-#: the relative rounding error allowed a model's marginals, in units of its tables' precision (a
-#: marginal of positive terms, summed and multiplied along the tree, is off by a few hundred units
-#: at most): J's allowance is this share of Σ_r Σ_cells (μ_r + ν_r)·|φ_r − ψ_r| (after centring)
+#: the relative rounding error allowed a model's marginals, in units of float64's precision: J's
+#: allowance is this share of Σ_r Σ_cells (μ_r + ν_r)·|φ_r − ψ_r| (after centring). Only models
+#: with float64 tables are bounded: float32 tables (JAM's loop) round their marginals by up to
+#: ~1e-4 relative on deep trees with large potentials, more than any allowance that leaves the
+#: bound useful
 MARGINAL_ULPS = 256.0
+#: a model is bounded only while it is numerically sound: each marginal on its potentials' cliques
+#: sums to its total within this share, and no potential is so large that float64 loses it
+HEALTHY_SUM, HEALTHY_POTENTIAL = 1e-9, 1e9
 
 
 def key_marginals(model: GraphicalModel) -> dict[Clique, np.ndarray] | None:
-    """The model's marginals (probabilities, flat) on the cliques of its potentials, or None where it
-    has no potentials (a model not made by a fit) or no records."""
+    """The model's marginals (probabilities, flat) on the cliques of its potentials, or None where
+    no bound can rest on them: no potentials (a model not made by a fit), no records, tables not in
+    float64, or a model not numerically sound (:data:`HEALTHY_SUM`, :data:`HEALTHY_POTENTIAL`: a fit
+    whose potentials ran off, as a flat loss beside a structural zero allows)."""
     potentials = getattr(model, "potentials", None)
-    if not isinstance(model, GraphicalModel) or not potentials or not model.total > 0:
+    if not isinstance(model, GraphicalModel) or not potentials or not model.total > 0 or not _sound(model):
         return None
     keys = list(potentials)
-    return {r: np.asarray(m, dtype=np.float64) / model.total for r, m in zip(keys, model.project_many(keys))}
+    out = {r: np.asarray(m, dtype=np.float64) / model.total for r, m in zip(keys, model.project_many(keys))}
+    if any(not abs(float(m.sum()) - 1.0) <= HEALTHY_SUM for m in out.values()):
+        return None
+    return out
 
 
 def parts(model: GraphicalModel) -> np.ndarray:
@@ -109,9 +119,11 @@ def drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mappi
     psi = getattr(before, "potentials", None)
     if not phi or psi is None or not set(psi) <= set(phi) or not before.total > 0 or after.domain != before.domain:
         return None
+    if not (_sound(before) and _sound(after)):
+        return None
     part = parts(after)
     where = {a: i for i, a in enumerate(after.domain.attrs)}
-    ulp = MARGINAL_ULPS * max(_precision(before), _precision(after))
+    ulp = MARGINAL_ULPS * float(np.finfo(np.float64).eps)
     j = np.zeros(int(part.max()) + 1 if part.size else 0)
     for r, p in phi.items():
         mu, nu = after_marginals.get(r), before_marginals.get(r)
@@ -120,7 +132,8 @@ def drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mappi
         dphi = np.asarray(p, dtype=np.float64).ravel()
         if r in psi:
             dphi = dphi - np.asarray(psi[r], dtype=np.float64).ravel()
-        if dphi.shape != mu.shape:
+        if dphi.shape != mu.shape or not (abs(float(mu.sum()) - 1.0) <= HEALTHY_SUM
+                                            and abs(float(nu.sum()) - 1.0) <= HEALTHY_SUM):
             return None
         # a constant added to a potential changes neither model (μ and ν each sum to 1): centred,
         # it cannot multiply the marginals' rounding error
@@ -132,10 +145,12 @@ def drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mappi
     return Drift(part, np.maximum(j, 0.0), float(before.total), float(after.total))
 
 
-def _precision(model: GraphicalModel) -> float:
-    """The unit rounding error of a model's tables (float32 fits: about 6e-8)."""
-    tables = model.marginals
-    return float(np.finfo(tables[0].dtype).eps) if tables and tables[0].dtype.kind == "f" else float(np.finfo(np.float64).eps)
+def _sound(model: GraphicalModel) -> bool:
+    """Float64 tables, and potentials float64 can hold exactly enough (:data:`HEALTHY_POTENTIAL`)."""
+    potentials = getattr(model, "potentials", None) or {}
+    if any(t.dtype != np.float64 for t in model.marginals):
+        return False
+    return all(float(np.abs(p).max()) <= HEALTHY_POTENTIAL for p in potentials.values() if np.size(p))
 
 
 def marginal_drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mapping[Clique, np.ndarray],
