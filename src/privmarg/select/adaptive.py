@@ -201,6 +201,10 @@ class AdaptiveSelector:
             if terms is None:
                 options, scores, sens = self.score(state, cand_t, plan)
                 pick = session.select_fitting(scores, plan.epsilon, sens, lambda i: fits(options[i].clique), what=what)
+            elif not bounds_hold(state.model):  # every score, as the lazy walk would ask for them anyway
+                options, sens = terms.options, terms.sensitivity
+                scores = terms.scores(candidate_errors(state, cand_t))
+                pick = session.select_fitting(scores, plan.epsilon, sens, lambda i: fits(options[i].clique), what=what)
             else:
                 options, sens = terms.options, terms.sensitivity
                 pick = pick_lazily(state, cand_t, at_t, terms, plan, lambda i: fits(options[i].clique), bounds, what)
@@ -293,6 +297,13 @@ def candidate_errors(state: RoundState, cands: list[Clique]) -> np.ndarray:
     return np.asarray(model_errors(state.model, cands, state.session.answers(cands)), dtype=np.float64)
 
 
+def bounds_hold(model: Any) -> bool:
+    """Whether scores can be bounded on ``model``: a graphical model with float64 tables (the drift
+    bound's condition, :func:`~privmarg.generate.pgm.drift.key_marginals`). JAM's float32 loop
+    models score every candidate, as before bounds existed."""
+    return isinstance(model, GraphicalModel) and all(t.dtype == np.float64 for t in model.marginals)
+
+
 def model_l1(model: Any) -> float:
     """An upper bound on any marginal's L1 norm as the model computes it: its total, or more where
     its clique tables sum to more (rounding, a fit run off), with a margin for the sums' own
@@ -300,7 +311,7 @@ def model_l1(model: Any) -> float:
     tables = getattr(model, "marginals", None) if isinstance(model, GraphicalModel) else None
     if not tables:
         return np.inf
-    return max(abs(float(model.total)), *(float(np.abs(t).sum()) for t in tables)) * (1.0 + 1e-3)
+    return max(abs(float(model.total)), *(float(t.sum()) for t in tables)) * (1.0 + 1e-3)  # tables ≥ 0
 
 
 def error_cap(state: RoundState) -> float:
