@@ -196,18 +196,7 @@ class AdaptiveSelector:
             # options that fit, with a handful of model-size checks instead of one per candidate
             # (where every candidate was checked, the first option walked is the pick)
             fits = (lambda r: True) if all_fit else self.fit_check(state, limit)
-            what = f"{self.label} round {state.t} select"
-            terms = self.score_terms(state, cand_t, plan)
-            if terms is None:
-                options, scores, sens = self.score(state, cand_t, plan)
-                pick = session.select_fitting(scores, plan.epsilon, sens, lambda i: fits(options[i].clique), what=what)
-            elif not bounds_hold(state.model):  # every score, as the lazy walk would ask for them anyway
-                options, sens = terms.options, terms.sensitivity
-                scores = terms.scores(candidate_errors(state, cand_t))
-                pick = session.select_fitting(scores, plan.epsilon, sens, lambda i: fits(options[i].clique), what=what)
-            else:
-                options, sens = terms.options, terms.sensitivity
-                pick = pick_lazily(state, cand_t, at_t, terms, plan, lambda i: fits(options[i].clique), bounds, what)
+            options, sens, pick, lazy = self._select(state, cand_t, plan, fits, bounds)
             if pick is None:
                 raise ValueError(f"no candidate fits in {limit:.3g} MB: raise max_model_size")
             option = options[pick]
@@ -223,7 +212,7 @@ class AdaptiveSelector:
                      "model_error_selected": (float(np.abs(m.y - before).sum()) if before is not None else None)}
             prev = state.model
             state.model = self.refit(state)
-            if terms is not None:
+            if lazy:
                 bounds.moved(prev, state.model, option.clique, before)
             else:  # a round scored otherwise: the errors kept say nothing about the new model
                 bounds.forget()
@@ -239,6 +228,24 @@ class AdaptiveSelector:
         selection = self.final_selection(state)
         session.forget(keep=self.answers_kept(selection))  # the rest are not needed any more (memory)
         return selection
+
+    def _select(self, state: RoundState, cands: list[Clique], plan: RoundPlan, fits: Callable[[Clique], bool],
+                bounds: ErrorBounds) -> tuple[list[Option], float, int | None, bool]:
+        """(options, score sensitivity, the pick or None when nothing fits, whether the scores were
+        asked for lazily). Lazily where the selector gives :meth:`score_terms` and the model admits
+        bounds (:func:`bounds_hold`), else every score then the walk."""
+        session, what = state.session, f"{self.label} round {state.t} select"
+        terms = self.score_terms(state, cands, plan)
+        if terms is None:
+            options, scores, sens = self.score(state, cands, plan)
+        else:
+            options, sens = terms.options, terms.sensitivity
+            if bounds_hold(state.model):
+                return options, sens, pick_lazily(state, cands, state.at, terms, plan,
+                                                  lambda i: fits(options[i].clique), bounds, what), True
+            scores = terms.scores(candidate_errors(state, cands))
+        return options, sens, session.select_fitting(scores, plan.epsilon, sens, lambda i: fits(options[i].clique),
+                                                     what=what), False
 
     def answers_kept(self, selection: Selection) -> list[Clique]:
         """The cliques whose cached private answers the selection's last step reads again (none)."""
