@@ -8,8 +8,10 @@ from the models' potentials, per independent part of the model), bounds its erro
 (:class:`ErrorBounds`). The exponential mechanism then asks only for the errors whose bound
 leaves them a chance against the Gumbel noise already drawn
 (:func:`~privmarg.privacy.primitives.exponential_mechanism_lazy`): the pick is the one that scoring
-every candidate would give from the same draws. The errors are private, like the scores; which
-ones were computed shows only in the run's time, never in what is released.
+every candidate would give from the same draws, provided the bounds hold, so they are used only on
+models whose arithmetic they cover (float64 tables summing to N: AIM's loop; JAM's float32 loop
+scores every candidate, :func:`~privmarg.select.adaptive.bounds_hold`). The errors are private,
+like the scores; which ones were computed shows only in the run's time, never in what is released.
 """
 
 from __future__ import annotations
