@@ -22,6 +22,7 @@ import numpy as np
 from ..core import Domain, Measurement, downward_closure, parse_workload
 from ..generate.pgm import GraphicalModel
 from ..generate.pgm.batch_queries import l1_errors
+from ..generate.pgm.drift import boundable
 from ..generate.pgm.junction_tree import MB, SizesWith, batch_sizes_exact, covered
 from ..measure import MeasurementSession
 from ..privacy import RoundPlan
@@ -59,6 +60,16 @@ class RoundState:
     candidate_mb: np.ndarray | None = None
     #: positions in ``candidates`` of this round's shortlist (the ``cands`` a round scores)
     at: np.ndarray | None = None
+
+    def positions(self, cands: list[Clique]) -> np.ndarray:
+        """Positions of ``cands`` in ``candidates``: the round's (:attr:`at`) where they are the
+        round's shortlist (checked at both ends), else looked up."""
+        at = self.at
+        if at is not None and len(at) == len(cands) and (not cands or (self.candidates[at[0]] == cands[0]
+                                                                       and self.candidates[at[-1]] == cands[-1])):
+            return at
+        where = {r: i for i, r in enumerate(self.candidates)}
+        return np.array([where[r] for r in cands], dtype=np.intp)
 
 
 @dataclass(frozen=True)
@@ -233,14 +244,14 @@ class AdaptiveSelector:
                 bounds: ErrorBounds) -> tuple[list[Option], float, int | None, bool]:
         """(options, score sensitivity, the pick or None when nothing fits, whether the scores were
         asked for lazily). Lazily where the selector gives :meth:`score_terms` and the model admits
-        bounds (:func:`bounds_hold`), else every score then the walk."""
+        bounds (:func:`~privmarg.generate.pgm.drift.boundable`), else every score then the walk."""
         session, what = state.session, f"{self.label} round {state.t} select"
         terms = self.score_terms(state, cands, plan)
         if terms is None:
             options, scores, sens = self.score(state, cands, plan)
         else:
             options, sens = terms.options, terms.sensitivity
-            if bounds_hold(state.model):
+            if boundable(state.model):  # JAM's float32 loop models are not: every score, as before
                 return options, sens, pick_lazily(state, cands, state.at, terms, plan,
                                                   lambda i: fits(options[i].clique), bounds, what), True
             scores = terms.scores(candidate_errors(state, cands))
@@ -302,13 +313,6 @@ def candidate_errors(state: RoundState, cands: list[Clique]) -> np.ndarray:
     if state.model is None:
         return np.zeros(len(cands))
     return np.asarray(model_errors(state.model, cands, state.session.answers(cands)), dtype=np.float64)
-
-
-def bounds_hold(model: Any) -> bool:
-    """Whether scores can be bounded on ``model``: a graphical model with float64 tables (the drift
-    bound's condition, :func:`~privmarg.generate.pgm.drift.key_marginals`). JAM's float32 loop
-    models score every candidate, as before bounds existed."""
-    return isinstance(model, GraphicalModel) and all(t.dtype == np.float64 for t in model.marginals)
 
 
 def model_l1(model: Any) -> float:

@@ -207,11 +207,7 @@ class AIMSelector(ClosureCandidates, AdaptiveSelector):
             x.weight = np.array([state.weights[r] for r in state.candidates], dtype=float)
             x.cells = np.array([state.domain.size(r) for r in state.candidates], dtype=float)
             x.options = [Option(r) for r in state.candidates]
-        at = state.at  # the positions of ``cands`` (set by the round; checked, being cheap to check)
-        if at is None or len(at) != len(cands) or (len(cands) and (state.candidates[at[0]] != cands[0]
-                                                                   or state.candidates[at[-1]] != cands[-1])):
-            where = {r: i for i, r in enumerate(state.candidates)}
-            at = np.array([where[r] for r in cands], dtype=np.intp)
+        at = state.positions(cands)
         weight, cells = x.weight[at], x.cells[at]
         return ScoreTerms([x.options[i] for i in at], np.arange(len(cands)), -weight * SQRT_2_OVER_PI * plan.sigma * cells,
                           weight, score_sensitivity(state.session.neighbour, float(weight.max())))

@@ -10,7 +10,7 @@ leaves them a chance against the Gumbel noise already drawn
 (:func:`~privmarg.privacy.primitives.exponential_mechanism_lazy`): the pick is the one that scoring
 every candidate would give from the same draws, provided the bounds hold, so they are used only on
 models whose arithmetic they cover (float64 tables summing to N: AIM's loop; JAM's float32 loop
-scores every candidate, :func:`~privmarg.select.adaptive.bounds_hold`). The errors are private,
+scores every candidate, :func:`~privmarg.generate.pgm.drift.boundable`). The errors are private,
 like the scores; which ones were computed shows only in the run's time, never in what is released.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..core import Domain
-from ..generate.pgm.drift import drift, key_marginals
+from ..generate.pgm.drift import boundable, drift, key_marginals
 
 Clique = tuple[str, ...]
 
@@ -69,11 +69,8 @@ class ErrorBounds:
     fixed candidate list, addressed by position."""
 
     def __init__(self, domain: Domain, candidates: Sequence[Clique]):
-        where = {a: i for i, a in enumerate(domain.attrs)}
-        width = max((len(r) for r in candidates), default=1)
-        self.attrs = np.full((len(candidates), width), -1, dtype=np.int32)
-        for i, r in enumerate(candidates):
-            self.attrs[i, :len(r)] = [where[a] for a in r]
+        self.domain, self.candidates = domain, candidates
+        self._attrs: np.ndarray | None = None  # each candidate's attribute positions (made on the first move)
         self.errors = np.full(len(candidates), np.nan)
         self.move = np.zeros(len(candidates))  # counts the model moved since each error was computed
         self.marginals: dict[Clique, np.ndarray] | None = None  # the current model's, on its potentials' cliques
@@ -95,7 +92,7 @@ class ErrorBounds:
         (counts) on the clique just chosen, the one new potential a round adds (any other new one is
         projected from ``before`` here)."""
         known, self.marginals = self.marginals, key_marginals(after) if after is not None else None
-        if before is None or self.marginals is None or getattr(before, "potentials", None) is None:
+        if before is None or self.marginals is None or not boundable(before):
             self.forget()
             return
         if known is None:
@@ -111,7 +108,17 @@ class ErrorBounds:
         if d is None:
             self.forget()
         else:
-            self.move += d.bound(self.attrs)
+            self.move += d.bound(self.attrs())
+
+    def attrs(self) -> np.ndarray:
+        """Each candidate's attribute positions in the domain (rows padded with −1)."""
+        if self._attrs is None:
+            where = {a: i for i, a in enumerate(self.domain.attrs)}
+            width = max((len(r) for r in self.candidates), default=1)
+            self._attrs = np.full((len(self.candidates), width), -1, dtype=np.int32)
+            for i, r in enumerate(self.candidates):
+                self._attrs[i, :len(r)] = [where[a] for a in r]
+        return self._attrs
 
     def forget(self) -> None:
         """Drop every error (a refit whose move is not known)."""

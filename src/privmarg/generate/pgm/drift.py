@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -28,8 +29,8 @@ from .graphical_model import GraphicalModel
 
 Clique = tuple[str, ...]
 
-#: counts added to every bound per unit of N: the fits' float32 tables put rounding error of about
-#: 1e-6·N into each marginal, far below this
+#: counts added to every bound per unit of N, for the rounding of the errors the bound is compared
+#: with (float64 marginals: far below this)
 ROUNDING_SHARE = 2e-4
 #: the relative rounding error allowed a model's marginals, in units of float64's precision: J's
 #: allowance is this share of Σ_r Σ_cells (μ_r + ν_r)·|φ_r − ψ_r| (after centring). Only models
@@ -42,19 +43,26 @@ MARGINAL_ULPS = 256.0
 HEALTHY_SUM, HEALTHY_POTENTIAL = 1e-9, 1e9
 
 
-def key_marginals(model: GraphicalModel) -> dict[Clique, np.ndarray] | None:
-    """The model's marginals (probabilities, flat) on the cliques of its potentials, or None where
-    no bound can rest on them: no potentials (a model not made by a fit), no records, tables not in
-    float64, or a model not numerically sound (:data:`HEALTHY_SUM`, :data:`HEALTHY_POTENTIAL`: a fit
-    whose potentials ran off, as a flat loss beside a structural zero allows)."""
+def boundable(model: Any) -> bool:
+    """Whether a bound can rest on ``model``: a fitted graphical model (it has potentials and
+    records), float64 tables, and no potential so large that float64 loses it
+    (:data:`HEALTHY_POTENTIAL`: a fit whose potentials ran off, as a flat loss beside a structural
+    zero allows). Its marginals must also sum to N (:data:`HEALTHY_SUM`, checked by :func:`drift`)."""
     potentials = getattr(model, "potentials", None)
-    if not isinstance(model, GraphicalModel) or not potentials or not model.total > 0 or not _sound(model):
+    if not isinstance(model, GraphicalModel) or not potentials or not model.total > 0:
+        return False
+    if any(t.dtype != np.float64 for t in model.marginals):
+        return False
+    return all(float(np.abs(p).max()) <= HEALTHY_POTENTIAL for p in potentials.values() if np.size(p))
+
+
+def key_marginals(model: Any) -> dict[Clique, np.ndarray] | None:
+    """The model's marginals (probabilities, flat) on the cliques of its potentials, or None where
+    no bound can rest on them (:func:`boundable`)."""
+    if not boundable(model):
         return None
-    keys = list(potentials)
-    out = {r: np.asarray(m, dtype=np.float64) / model.total for r, m in zip(keys, model.project_many(keys))}
-    if any(not abs(float(m.sum()) - 1.0) <= HEALTHY_SUM for m in out.values()):
-        return None
-    return out
+    keys = list(model.potentials)
+    return {r: np.asarray(m, dtype=np.float64) / model.total for r, m in zip(keys, model.project_many(keys))}
 
 
 def parts(model: GraphicalModel) -> np.ndarray:
@@ -119,7 +127,7 @@ def drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mappi
     psi = getattr(before, "potentials", None)
     if not phi or psi is None or not set(psi) <= set(phi) or not before.total > 0 or after.domain != before.domain:
         return None
-    if not (_sound(before) and _sound(after)):
+    if not (boundable(before) and boundable(after)):
         return None
     part = parts(after)
     where = {a: i for i, a in enumerate(after.domain.attrs)}
@@ -143,14 +151,6 @@ def drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mappi
     if not np.isfinite(j).all():
         return None
     return Drift(part, np.maximum(j, 0.0), float(before.total), float(after.total))
-
-
-def _sound(model: GraphicalModel) -> bool:
-    """Float64 tables, and potentials float64 can hold exactly enough (:data:`HEALTHY_POTENTIAL`)."""
-    potentials = getattr(model, "potentials", None) or {}
-    if any(t.dtype != np.float64 for t in model.marginals):
-        return False
-    return all(float(np.abs(p).max()) <= HEALTHY_POTENTIAL for p in potentials.values() if np.size(p))
 
 
 def marginal_drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mapping[Clique, np.ndarray],
