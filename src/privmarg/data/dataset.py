@@ -116,7 +116,7 @@ class Dataset:
     def marginals(self, cliques: Iterable[Iterable[str]]) -> list[np.ndarray]:
         """``[self.project(c) for c in cliques]``, a clique sharing all but its last attribute with
         the one before it reusing that prefix's cell codes (a selector's candidates come sorted, so
-        they share one pass over the rows; about 2.5× faster on Caravan's 106,081). Private."""
+        they share one pass over the rows; benchmarks/RESULTS.md, wide tables). Private."""
         out: list[np.ndarray] = []
         prefix: tuple[str, ...] | None = None
         code = None
