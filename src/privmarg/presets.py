@@ -233,8 +233,9 @@ class JAM(Synthesizer):
     then AIM's final fit (momentum, up to 1,000 iterations, capped by model size as AIM's); setting ``rounds``, ``alpha`` or
     ``final_iters`` always runs JAM's rounds); ``max_model_size`` (MB);
     ``iters`` estimation iterations per round (5, warm started when ``warm_start``), with the
-    preconditioned step (``refit_method``) on float32 tables (``refit_dtype``: the loop model only
-    ranks candidates); ``final_iters`` more after the last round, in the same precision, the
+    preconditioned step (``refit_method``) on float32 tables (``refit_dtype``), the loop model's
+    tables then recomputed in float64 (one more pass: scoring then skips the candidates that
+    cannot win, :mod:`~privmarg.select.lazy_scores`); ``final_iters`` more after the last round, in the same precision, the
     released model's tables then recomputed in float64 (None: 5, or AIM's final fit, in float64, when
     the measurements are precise; 0 samples the last round's model, as the paper does). With noisy measurements, more iterations per round or at the
     end fit the noise: they did not lower the workload error on adult at ε ≤ 1 (benchmarks/RESULTS.md,
@@ -272,7 +273,8 @@ class JAM(Synthesizer):
                           warm_start=warm_start, supersede=supersede, blend=blend,
                           precise_final_iters=PRECISE_FINAL_ITERS if aim is not None else None,
                           precise_selector=aim,
-                          loop=PGM(iters=iters, tol=tol, method=refit_method, dtype=refit_dtype))
+                          loop=PGM(iters=iters, tol=tol, method=refit_method, dtype=refit_dtype,
+                                   model_dtype=JAM_LOOP["model_dtype"]))
         # the final fit keeps AIM's work cap and floor, so a precise budget's fit is AIM's exactly
         aim_final = aim_final_fit()
         gen = generator if generator is not None else PGM(

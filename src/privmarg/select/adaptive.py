@@ -251,7 +251,7 @@ class AdaptiveSelector:
             options, scores, sens = self.score(state, cands, plan)
         else:
             options, sens = terms.options, terms.sensitivity
-            if boundable(state.model):  # JAM's float32 loop models are not: every score, as before
+            if boundable(state.model):  # a loop model on float32 tables is not: every score
                 return options, sens, pick_lazily(state, cands, state.at, terms, plan,
                                                   lambda i: fits(options[i].clique), bounds, what), True
             scores = terms.scores(candidate_errors(state, cands))

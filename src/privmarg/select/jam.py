@@ -53,8 +53,10 @@ def precise_measurements(rho: float, l2: float, rows: float, workload_cells: flo
     return noise_ratio(rho, *PAPER_PLAN, l2, rows, workload_cells) <= 1.0
 
 
-# the model refitted every round unless a loop is given (the JAM preset's defaults)
-LOOP = {"iters": 5, "tol": 1e-4, "method": "precond", "dtype": "float32"}
+# the model refitted every round unless a loop is given (the JAM preset's defaults): fitted on float32
+# tables, its own tables then recomputed in float64 (one more pass), on which bounds of how far the
+# marginals moved hold, so each round computes only the scores that can win (select/lazy_scores.py)
+LOOP = {"iters": 5, "tol": 1e-4, "method": "precond", "dtype": "float32", "model_dtype": "float64"}
 
 
 def _weight(sigma: float, weighting: str) -> float:
@@ -98,7 +100,8 @@ class JAMSelector(ClosureCandidates, AdaptiveSelector):
     ``"inv_sigma"`` (a public answer weighted as if it had the noise of the round that chose it);
     ``warm_start``: refit the loop model from the last one (else from scratch, as in the paper);
     ``loop``: the generator refitted every round (default: a graphical model, 5 preconditioned
-    iterations on float32 tables, as in the JAM preset).
+    iterations on float32 tables, the model's tables then recomputed in float64, as in the JAM
+    preset).
     ``rounds`` and ``alpha`` None: the paper's (30, 0.2), or (4·d, 0.1) when the budget measures a
     mean-sized workload marginal precisely (:func:`precise_measurements`, public inputs only); then
     the selection asks its generator for ``precise_final_iters`` iterations (a hint; None: none).

@@ -9,8 +9,9 @@ from the models' potentials, per independent part of the model), bounds its erro
 leaves them a chance against the Gumbel noise already drawn
 (:func:`~privmarg.privacy.primitives.exponential_mechanism_lazy`): the pick is the one that scoring
 every candidate would give from the same draws, provided the bounds hold, so they are used only on
-models whose arithmetic they cover (float64 tables summing to N: AIM's loop; JAM's float32 loop
-scores every candidate, :func:`~privmarg.generate.pgm.drift.boundable`). The errors are private,
+models whose arithmetic they cover (float64 tables summing to N: AIM's loop, and JAM's, fitted on
+float32 tables and recomputed in float64; a model left in float32 scores every candidate,
+:func:`~privmarg.generate.pgm.drift.boundable`). The errors are private,
 like the scores; which ones were computed shows only in the run's time, never in what is released.
 """
 

@@ -34,9 +34,9 @@ Clique = tuple[str, ...]
 ROUNDING_SHARE = 2e-4
 #: the relative rounding error allowed a model's marginals, in units of float64's precision: J's
 #: allowance is this share of Σ_r Σ_cells (μ_r + ν_r)·|φ_r − ψ_r| (after centring). Only models
-#: with float64 tables are bounded: float32 tables (JAM's loop) round their marginals by up to
-#: ~1e-4 relative on deep trees with large potentials, more than any allowance that leaves the
-#: bound useful
+#: with float64 tables are bounded: float32 tables round their marginals by up to ~1e-4 relative
+#: on deep trees with large potentials, more than any allowance that leaves the bound useful (a fit
+#: on float32 tables is bounded once its model's tables are recomputed in float64, as JAM's loop's)
 MARGINAL_ULPS = 256.0
 #: a model is bounded only while it is numerically sound: each marginal on its potentials' cliques
 #: sums to its total within this share, and no potential is so large that float64 loses it

@@ -340,21 +340,24 @@ class _Evaluator:
         prob, shapes = self.prob, self.plan.shapes
         return [flat[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(shapes[i]) for i in range(len(shapes))]
 
-    def theta_at(self, params: np.ndarray) -> np.ndarray:
-        theta_flat = self.prob.to_theta(params, out=self.scratch)
-        if theta_flat.dtype != self.fdtype:
-            theta_flat = theta_flat.astype(self.fdtype)
+    def theta_at(self, params: np.ndarray, dtype: np.dtype | None = None) -> np.ndarray:
+        """θ = Aᵀφ + the structural zeros' −inf, flat, in ``dtype`` (None: the fit's)."""
+        dtype = self.fdtype if dtype is None else np.dtype(dtype)
+        theta_flat = self.prob.to_theta(params, out=self.scratch if dtype == self.fdtype else None)
+        if theta_flat.dtype != dtype:
+            theta_flat = theta_flat.astype(dtype)
         if self.has_zeros:
             theta_flat += self.base
         return theta_flat
 
-    def theta_later(self, params: np.ndarray) -> Callable[[], list[np.ndarray]] | None:
+    def theta_later(self, params: np.ndarray, dtype: np.dtype | None = None) -> Callable[[], list[np.ndarray]] | None:
         """A function making the cliques' θ at ``params`` (as :meth:`theta_at`, bit for bit) when
         called, or None where it would hold more memory than θ itself (a tree of many small cliques,
         whose sparse map costs more than their cells). It holds the potentials' map
         (:meth:`_Problem.spreader`) and the structural zeros' cells, not the loss's terms nor any
-        buffer a fit wrote."""
-        prob, fdtype, shapes = self.prob, self.fdtype, self.plan.shapes
+        buffer a fit wrote. ``dtype``: θ's precision (None: the fit's)."""
+        prob, shapes = self.prob, self.plan.shapes
+        fdtype = self.fdtype if dtype is None else np.dtype(dtype)
         held = prob.At.data.nbytes + prob.At.indices.nbytes + prob.At.indptr.nbytes
         if held > int(prob.mu_off[-1]) * fdtype.itemsize:
             return None
@@ -368,9 +371,11 @@ class _Evaluator:
             return [theta[spread.mu_off[i]:spread.mu_off[i + 1]].reshape(s) for i, s in enumerate(shapes)]
         return make
 
-    def theta_log(self, params: np.ndarray, i: int) -> np.ndarray:
+    def theta_log(self, params: np.ndarray, i: int, dtype: np.dtype | None = None) -> np.ndarray:
+        """Clique ``i``'s θ (its shape) at ``params`` in ``dtype`` (None: the fit's)."""
         prob, shape = self.prob, self.plan.shapes[i]
-        theta = prob.clique_theta(params, i, self.fdtype).astype(self.fdtype, copy=False).reshape(shape)
+        dtype = self.fdtype if dtype is None else np.dtype(dtype)
+        theta = prob.clique_theta(params, i, dtype).astype(dtype, copy=False).reshape(shape)
         if self.has_zeros:
             theta = theta + self.base[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(shape)
         return theta
@@ -563,6 +568,19 @@ def _fitted_model(domain: Domain, tree: JunctionTree, plan: _Plan, evaluate: _Ev
         if theta is None:
             theta = evaluate.views(evaluate.theta_at(phi))
         return GraphicalModel(domain, tree, theta, total, plan=plan, marginals=evaluate.views(mu))
+    if evaluate.exp_space:
+        # as the fit's own passes: products of the potentials' exponentials, now in the model's
+        # precision, instead of exponentiating every cell of θ (JAM's loop recasts every round)
+        flat = np.empty(int(evaluate.prob.mu_off[-1]), dtype=recast)
+        shifts = evaluate.prob.to_exp(phi, flat)
+        if evaluate.zmask is not None:
+            np.multiply(flat, evaluate.zmask, out=flat)
+        mu_views = evaluate.views(flat)
+        belief_propagation_exp(plan, mu_views, shifts, total, mu_views, lambda i: evaluate.theta_log(phi, i, recast))
+        theta = evaluate.theta_later(phi, recast)
+        if theta is None:
+            theta = evaluate.views(evaluate.theta_at(phi, recast))
+        return GraphicalModel(domain, tree, theta, total, plan=plan, marginals=mu_views)
     theta_flat = evaluate.prob.to_theta(phi).astype(recast, copy=False)
     if evaluate.has_zeros:
         theta_flat += evaluate.base  # −inf on the structural zeros, 0 elsewhere
