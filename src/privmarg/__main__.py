@@ -1,5 +1,5 @@
 """``python -m privmarg``: the command line, as the ``privmarg`` script runs it."""
 
-from privmarg.cli import app
+from privmarg.cli import run
 
-app(prog_name="privmarg")
+run()

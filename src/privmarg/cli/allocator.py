@@ -1,0 +1,34 @@
+"""The command's memory allocator: freed blocks kept in the process for the next allocation.
+
+A fit allocates tables the size of its model again and again (every refit of an adaptive run makes
+new ones), and glibc hands each block over 128 KB straight back to the operating system when it is
+freed, so the next table of that size pays a page fault for every page it touches again. Keeping
+freed memory for reuse (no ``mmap`` for big blocks, no trimming of the heap) saves those faults.
+Peak memory is the process's own high-water mark either way; set only for the command line, which
+runs one job and exits, never on ``import privmarg`` (a library must not change its host's
+allocator). No effect off glibc.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+# mallopt's parameter numbers (glibc's malloc.h)
+M_TRIM_THRESHOLD = -1
+M_MMAP_MAX = -4
+#: freed memory at the heap's top kept up to this many bytes (glibc's largest setting)
+KEEP_BYTES = 2**31 - 1
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc's allocator to serve every block from its heap and never trim it; False where the
+    C library has no ``mallopt`` or refuses (not Linux, not glibc)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # the process's own C library
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return mallopt(M_MMAP_MAX, 0) == 1 and mallopt(M_TRIM_THRESHOLD, KEEP_BYTES) == 1

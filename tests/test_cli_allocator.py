@@ -1,0 +1,70 @@
+"""The command's allocator: freed blocks stay in the process (cli/allocator.py), and only the
+command's own process sets it (never ``import privmarg``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# a 64 MB table freed, then the bytes glibc's heap holds free (mallinfo2, glibc >= 2.33)
+PROBE = """
+import ctypes
+import numpy as np
+class MI(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MI
+{setup}
+table = np.ones(8_000_000)
+del table
+print(libc.mallinfo2().fordblks // 2**20)
+"""
+
+
+def _glibc() -> bool:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return False
+    return sys.platform.startswith("linux")
+
+
+def _free_mb(setup: str) -> int:
+    out = subprocess.run([sys.executable, "-c", PROBE.format(setup=setup)], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not _glibc(), reason="glibc's mallopt and mallinfo2 only")
+def test_freed_table_stays_in_the_process():
+    assert _free_mb("") < 32  # by default the freed 64 MB went back to the system
+    assert _free_mb("from privmarg.cli.allocator import keep_freed_memory\nassert keep_freed_memory()") >= 60
+
+
+@pytest.mark.skipif(not _glibc(), reason="glibc's mallopt and mallinfo2 only")
+def test_the_command_sets_it_and_import_does_not():
+    assert _free_mb("import privmarg, privmarg.cli") < 32
+    # the script's entry (run) sets it before the app starts
+    assert _free_mb("import privmarg.cli as cli\ncli.app = lambda **kw: None\ncli.run()") >= 60
+
+
+def test_script_entry_is_run():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["privmarg"] == "privmarg.cli:run"
+    assert "run()" in (ROOT / "src" / "privmarg" / "__main__.py").read_text()
+
+
+def test_off_glibc_it_reports_false(monkeypatch):
+    from privmarg.cli import allocator
+
+    monkeypatch.setattr(allocator.sys, "platform", "darwin")
+    assert allocator.keep_freed_memory() is False
