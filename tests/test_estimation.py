@@ -326,6 +326,39 @@ def test_float32_fit_released_in_float64(exp_space, monkeypatch):
         estimate(dom, ms, model_dtype="float16")
 
 
+@pytest.mark.parametrize("scale", [1.0, 200.0, 700.0])
+def test_float64_tables_of_a_float32_fit_are_a_float64_pass(scale, monkeypatch):
+    """A float32 fit's float64 tables are those a float64 evaluation at the same potentials makes,
+    bit for bit, also where products of big potentials underflow and cliques are redone in log
+    space (scaled potentials; exp space forced on small cliques): the drift bounds that spare
+    scoring (select/lazy_scores.py) rest on these tables being float64 throughout."""
+    monkeypatch.setattr(estimation_module, "DENSE_CLIQUE_CELLS", 20)
+    made = []
+    real = estimation_module._fitted_model
+
+    def fitted(domain, tree, plan, evaluate, phi, mu, total, recast):
+        made.append((evaluate.exp_space, recast))
+        return real(domain, tree, plan, evaluate, phi, mu, total, recast)
+
+    monkeypatch.setattr(estimation_module, "_fitted_model", fitted)
+    rng = np.random.default_rng(1)
+    dom = Domain(list("abcdef"), [3, 4, 2, 5, 3, 4])
+    cliques = [("a", "b", "c"), ("b", "c", "d"), ("d", "e"), ("e", "f"), ("a", "f")]
+    zero = StructuralZero.from_cells(dom, ("d", "e"), [[0, 1], [2, 2]])
+    ms = [Measurement(c, rng.uniform(0, 80, dom.size(c)), 1.0) for c in cliques]
+    kw = dict(total=900.0, zeros=[zero])
+    fit = estimate(dom, ms, iters=15, tol=0, method="precond", dtype="float32", **kw)
+    pot = {r: v * scale for r, v in fit.potentials.items()}
+    recast = estimate(dom, ms, iters=0, warm=pot, dtype="float32", model_dtype="float64", **kw)
+    assert made[-1] == (True, np.dtype("float64"))  # the products' path, not the log-space one
+    exact = estimate(dom, ms, iters=0, warm=pot, dtype="float64", **kw)
+    for a, b in zip(recast.marginals, exact.marginals):
+        assert a.dtype == np.float64
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(recast.theta, exact.theta):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_total_estimated_from_measurements():
     rng, dom, P = random_case(4, 4)
     N = 2000

@@ -4,13 +4,14 @@ AIM's and JAM's rounds select, measure and release the same as with every candid
 
 from __future__ import annotations
 
+import importlib
 import itertools
 
 import numpy as np
 import pytest
 
-from privmarg import AIM, JAM, Dataset, Domain, Measurement, estimate
 import privmarg.presets as presets
+from privmarg import AIM, JAM, Dataset, Domain, Measurement, StructuralZero, estimate
 from privmarg.generate.pgm.drift import key_marginals, marginal_drift
 from privmarg.privacy import Accountant, exponential_mechanism_fitting, exponential_mechanism_lazy
 from privmarg.select import adaptive
@@ -371,6 +372,40 @@ def test_rounds_release_what_scoring_every_candidate_releases(method, monkeypatc
         assert sum(asked_lazy) == sum(asked_full)  # no bound rests on float32 tables
     elif method != "aim-small-models":
         assert sum(asked_lazy) < 0.8 * sum(asked_full)  # the bounds spared some of the scoring
+
+
+@pytest.mark.parametrize("zeros", [False, True])
+def test_jam_loop_models_move_within_their_bounds(zeros, monkeypatch):
+    """JAM's loop as the preset has it (float32 fits, float64 tables made from products of the
+    potentials' exponentials: exp space forced on this small domain), warm refits, superseded public
+    answers, with and without a structural zero: every candidate's marginal moves between two
+    successive loop models by at most what :meth:`ErrorBounds.moved` adds to its bound."""
+    monkeypatch.setattr(importlib.import_module("privmarg.generate.pgm.estimate"), "DENSE_CLIQUE_CELLS", 20)
+    data, public = _table(3000, 0), _table(1500, 1)
+    if zeros:  # (a = 3, b = 0) never happens
+        codes = data.codes.copy()
+        codes[(codes[:, 0] == 3) & (codes[:, 1] == 0), 1] = 1
+        data = Dataset(codes, data.domain)
+    zero = [StructuralZero.from_cells(data.domain, ("a", "b"), [[3, 0]])] if zeros else None
+    checked = []
+    real = ErrorBounds.moved
+
+    def moved(self, before, after, chosen, chosen_before):
+        kept, move = ~np.isnan(self.errors), self.move.copy()
+        real(self, before, after, chosen, chosen_before)
+        if before is None or np.isnan(self.errors).all():
+            return
+        assert after.marginals[0].dtype == np.float64
+        added = self.move - move
+        for i in np.flatnonzero(kept):
+            r = self.candidates[i]
+            shift = np.abs(after.project(r, cache=False) - before.project(r, cache=False)).sum()
+            assert shift <= added[i], (r, shift, added[i])
+            checked.append(added[i] > 0)
+
+    monkeypatch.setattr(ErrorBounds, "moved", moved)
+    JAM(0.3, 1e-9, seed=2, rounds=15).fit(data, public=public, zeros=zero)
+    assert len(checked) > 100 and all(checked)
 
 
 def test_no_error_exceeds_the_cap_and_some_exceed_n():

@@ -1,8 +1,10 @@
-"""Peak memory of this process, portably: ``resource`` exists on Unix only (KiB on Linux, bytes on
-macOS); on Windows psutil is used when installed, else the figure is unknown (None)."""
+"""This process's memory and what is left for it, portably: ``resource`` exists on Unix only (KiB
+on Linux, bytes on macOS); on Windows psutil is used when installed, else a figure is unknown
+(None)."""
 
 from __future__ import annotations
 
+import ctypes
 import sys
 
 
@@ -48,17 +50,43 @@ def reset_peak() -> bool:
 
 
 def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (Linux MemAvailable), or None if unknown."""
+    """Bytes of memory available to a new allocation: the system's (Linux MemAvailable) plus what
+    this process has freed and its allocator keeps for reuse (:func:`heap_free_bytes`), or None if
+    unknown."""
     import os
 
+    system = None
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    system = int(line.split()[1]) * 1024
+                    break
     except (OSError, ValueError, IndexError):
         pass
+    if system is None:
+        try:
+            system = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+            return None
+    return system + heap_free_bytes()
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def heap_free_bytes() -> int:
+    """Bytes this process has freed that its C allocator keeps for reuse rather than handing back
+    to the system (glibc's ``mallinfo2``: the main heap's free chunks), which the system's figure
+    does not count: the command keeps all it frees (:mod:`privmarg.cli.allocator`). 0 where
+    unknown (not glibc 2.33+)."""
+    if not sys.platform.startswith("linux"):
+        return 0
     try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        return None
+        info = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return 0
+    info.argtypes, info.restype = [], _MallInfo2
+    return int(info().fordblks)

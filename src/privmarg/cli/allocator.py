@@ -1,12 +1,14 @@
 """The command's memory allocator: freed blocks kept in the process for the next allocation.
 
 A fit allocates tables the size of its model again and again (every refit of an adaptive run makes
-new ones), and glibc hands each block over 128 KB straight back to the operating system when it is
-freed, so the next table of that size pays a page fault for every page it touches again. Keeping
-freed memory for reuse (no ``mmap`` for big blocks, no trimming of the heap) saves those faults.
-Peak memory is the process's own high-water mark either way; set only for the command line, which
-runs one job and exits, never on ``import privmarg`` (a library must not change its host's
-allocator). No effect off glibc.
+new ones), and glibc hands a big block (past a threshold it raises up to 32 MB) straight back to the
+operating system when it is freed, so the next table of that size pays a page fault for every page
+it touches again. Keeping freed memory for reuse (no ``mmap`` for big blocks, no trimming of the
+heap) saves those faults. The peak can be somewhat higher, as a freed block in the heap's middle
+is kept rather than handed back (up to 15% measured, benchmarks/history/public-data.md, session
+36); memory checks count what is kept as available (:func:`privmarg.memory.heap_free_bytes`).
+Set only for the command line, which runs one job and exits, never on ``import privmarg`` (a
+library must not change its host's allocator). No effect off glibc.
 """
 
 from __future__ import annotations
