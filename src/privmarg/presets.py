@@ -237,8 +237,8 @@ class JAM(Synthesizer):
     tables then recomputed in float64 (one more pass: scoring then skips the candidates that
     cannot win, :mod:`~privmarg.select.lazy_scores`); ``final_iters`` more after the last round,
     in the same precision, the released model's tables then recomputed in float64 (None: 5, or
-    AIM's final fit, in float64, when
-    the measurements are precise; 0 samples the last round's model, as the paper does). With noisy measurements, more iterations per round or at the
+    AIM's final fit, in float64, when the measurements are precise; 0 samples the last round's
+    model, as the paper does). With noisy measurements, more iterations per round or at the
     end fit the noise: they did not lower the workload error on adult at ε ≤ 1 (benchmarks/RESULTS.md,
     "JAM speed (issue 18)", "Public data that never hurts"); ``weighting``
     (``"equal"``, ``"mle"``, ``"inv_sigma"``) of measurements in the loss; ``supersede``: a private
