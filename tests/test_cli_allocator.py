@@ -14,17 +14,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # a 64 MB table freed, then the bytes glibc's heap holds free (mallinfo2, glibc >= 2.33)
 PROBE = """
-import ctypes
 import numpy as np
-class MI(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
-libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = MI
+from privmarg.memory import heap_free_bytes
 {setup}
 table = np.ones(8_000_000)
 del table
-print(libc.mallinfo2().fordblks // 2**20)
+print(heap_free_bytes() // 2**20)
 """
 
 

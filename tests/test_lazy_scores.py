@@ -12,10 +12,21 @@ import pytest
 
 import privmarg.presets as presets
 from privmarg import AIM, JAM, Dataset, Domain, Measurement, StructuralZero, estimate
-from privmarg.generate.pgm.drift import key_marginals, marginal_drift
+from privmarg.generate.pgm.drift import drift, key_marginals
 from privmarg.privacy import Accountant, exponential_mechanism_fitting, exponential_mechanism_lazy
 from privmarg.select import adaptive
 from privmarg.select.lazy_scores import ErrorBounds, ScoreTerms
+
+
+def marginal_drift(before, after, before_marginals, after_marginals, attrs=None) -> float:
+    """Counts by which the marginal on ``attrs`` (None: on every attribute) can have moved from
+    ``before`` to ``after`` by :func:`drift`; ``inf`` where not known."""
+    d = drift(before, after, before_marginals, after_marginals)
+    if d is None:
+        return float("inf")
+    where = {a: i for i, a in enumerate(after.domain.attrs)}
+    pos = [where[a] for a in (after.domain.attrs if attrs is None else attrs)]
+    return float(d.bound(np.array([pos]))[0])
 
 
 def _case(seed, n=60):

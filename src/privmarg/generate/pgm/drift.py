@@ -152,14 +152,3 @@ def drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mappi
         return None
     return Drift(part, np.maximum(j, 0.0), float(before.total), float(after.total))
 
-
-def marginal_drift(before: GraphicalModel, after: GraphicalModel, before_marginals: Mapping[Clique, np.ndarray],
-                   after_marginals: Mapping[Clique, np.ndarray], attrs: Clique | None = None) -> float:
-    """Counts by which the marginal on ``attrs`` (None: on every attribute, the bound for any
-    marginal) can have moved from ``before`` to ``after`` (:func:`drift`); ``inf`` where not known."""
-    d = drift(before, after, before_marginals, after_marginals)
-    if d is None:
-        return float("inf")
-    where = {a: i for i, a in enumerate(after.domain.attrs)}
-    pos = [where[a] for a in (after.domain.attrs if attrs is None else attrs)]
-    return float(d.bound(np.array([pos]))[0])

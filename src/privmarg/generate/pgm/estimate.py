@@ -380,6 +380,22 @@ class _Evaluator:
             theta = theta + self.base[prob.mu_off[i]:prob.mu_off[i + 1]].reshape(shape)
         return theta
 
+    def exp_tables(self, params: np.ndarray, flat: np.ndarray) -> np.ndarray:
+        """exp(θ − s) at ``params`` written into ``flat`` (in its precision; structural zeros 0), one
+        shift ``s`` per clique returned (:meth:`_Problem.to_exp`). Trees with big cliques only."""
+        shifts = self.prob.to_exp(params, flat)
+        if self.zmask is not None:
+            np.multiply(flat, self.zmask, out=flat)
+        return shifts
+
+    def propagate_exp(self, params: np.ndarray, flat: np.ndarray, shifts: np.ndarray) -> list[np.ndarray]:
+        """Belief propagation in place on :meth:`exp_tables`' ``flat``, in its precision (a clique
+        whose products underflow redone from θ in that precision): the clique marginals' views."""
+        views = self.views(flat)
+        belief_propagation_exp(self.plan, views, shifts, self.total, views,
+                               lambda i: self.theta_log(params, i, flat.dtype))
+        return views
+
     def __call__(self, params: np.ndarray, trial: bool = False):
         """(μ, loss, grads, x) at ``params``; a trial step that overflows θ returns None."""
         self.count += 1
@@ -387,13 +403,11 @@ class _Evaluator:
         if self.exp_space:
             # the exponentials go straight into μ's buffer: the pass turns them into marginals in place
             mu_flat = self.pool.take()
-            shifts = prob.to_exp(params, mu_flat)
+            shifts = self.exp_tables(params, mu_flat)
             if not np.isfinite(shifts).all():  # NaN or +inf in φ: an overlong step
                 if trial:
                     return None
                 raise FloatingPointError("non-finite potentials")
-            if self.zmask is not None:
-                np.multiply(mu_flat, self.zmask, out=mu_flat)
         else:
             theta_flat = self.theta_at(params)
             if trial and theta_flat.size and not theta_flat.max() < np.inf:  # NaN or +inf: one pass
@@ -402,9 +416,7 @@ class _Evaluator:
         try:
             with np.errstate(over="ignore" if trial else "warn"):
                 if self.exp_space:
-                    mu_views = self.views(mu_flat)
-                    belief_propagation_exp(plan, mu_views, shifts, total, mu_views,
-                                           lambda i: self.theta_log(params, i))
+                    self.propagate_exp(params, mu_flat, shifts)
                 else:
                     belief_propagation(plan, self.views(theta_flat), total, out=self.views(mu_flat))
         except FloatingPointError:
@@ -572,11 +584,7 @@ def _fitted_model(domain: Domain, tree: JunctionTree, plan: _Plan, evaluate: _Ev
         # as the fit's own passes: products of the potentials' exponentials, now in the model's
         # precision, instead of exponentiating every cell of θ (JAM's loop recasts every round)
         flat = np.empty(int(evaluate.prob.mu_off[-1]), dtype=recast)
-        shifts = evaluate.prob.to_exp(phi, flat)
-        if evaluate.zmask is not None:
-            np.multiply(flat, evaluate.zmask, out=flat)
-        mu_views = evaluate.views(flat)
-        belief_propagation_exp(plan, mu_views, shifts, total, mu_views, lambda i: evaluate.theta_log(phi, i, recast))
+        mu_views = evaluate.propagate_exp(phi, flat, evaluate.exp_tables(phi, flat))
         theta = evaluate.theta_later(phi, recast)
         if theta is None:
             theta = evaluate.views(evaluate.theta_at(phi, recast))
