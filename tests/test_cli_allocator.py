@@ -84,3 +84,29 @@ def test_off_glibc_it_reports_false(monkeypatch):
 
     monkeypatch.setattr(allocator.sys, "platform", "darwin")
     assert allocator.keep_freed_memory() is False
+
+
+HUGEPAGE_PROBE = """
+{setup}
+from numpy._core.multiarray import _get_madvise_hugepage
+print(_get_madvise_hugepage())
+"""
+
+
+def _advises_hugepages(setup: str, env: dict | None = None) -> str:
+    out = subprocess.run([sys.executable, "-c", HUGEPAGE_PROBE.format(setup=setup)], capture_output=True,
+                         text=True, check=True, cwd=ROOT, env=env)
+    return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="numpy advises huge pages on Linux only")
+def test_the_command_stops_hugepage_advice_and_import_does_not():
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    run_app = "import privmarg.cli as cli\ncli.app = lambda **kw: None\ncli.run()"
+    # numpy's own default (on on kernels since 4.6) is what import privmarg leaves
+    assert _advises_hugepages("import privmarg, privmarg.cli", env) == _advises_hugepages("import numpy", env)
+    assert _advises_hugepages(run_app, env) == "False"
+    # a user's own setting stands
+    assert _advises_hugepages(run_app, env | {"NUMPY_MADVISE_HUGEPAGE": "1"}) == "True"

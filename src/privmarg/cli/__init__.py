@@ -7,7 +7,7 @@ import sys
 import typer
 
 from . import bench, datasets, evaluate, plan, sample, schema, synth
-from .allocator import keep_freed_memory
+from .allocator import keep_freed_memory, skip_hugepage_advice
 from .common import err, fail  # err re-exported for tests that silence it
 
 # plain click help: typer 0.29's rich panels print flags as "--flag <bool>", as if they took a value;
@@ -53,8 +53,10 @@ for _command in (plan, synth, sample, schema, evaluate, bench, datasets):
 
 def run() -> None:
     """The ``privmarg`` script: the app in a process of its own, which runs one job and exits, so
-    freed tables stay in it for the next ones (:mod:`.allocator`; never on ``import privmarg``)."""
+    freed tables stay in it for the next ones, with no huge pages advised for them
+    (:mod:`.allocator`; never on ``import privmarg``)."""
     keep_freed_memory()
+    skip_hugepage_advice()
     app(prog_name="privmarg")
 
 
