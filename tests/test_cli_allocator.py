@@ -88,7 +88,10 @@ def test_off_glibc_it_reports_false(monkeypatch):
 
 HUGEPAGE_PROBE = """
 {setup}
-from numpy._core.multiarray import _get_madvise_hugepage
+try:
+    from numpy._core.multiarray import _get_madvise_hugepage
+except ImportError:  # numpy < 1.26.2
+    from numpy.core.multiarray import _get_madvise_hugepage
 print(_get_madvise_hugepage())
 """
 
@@ -110,3 +113,11 @@ def test_the_command_stops_hugepage_advice_and_import_does_not():
     assert _advises_hugepages(run_app, env) == "False"
     # a user's own setting stands
     assert _advises_hugepages(run_app, env | {"NUMPY_MADVISE_HUGEPAGE": "1"}) == "True"
+
+
+def test_off_linux_the_advice_is_left_alone(monkeypatch):
+    from privmarg.cli import allocator
+
+    monkeypatch.setattr(allocator.sys, "platform", "darwin")
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
+    assert allocator.skip_hugepage_advice() is False

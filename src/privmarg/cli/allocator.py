@@ -17,7 +17,8 @@ compacts; with freed blocks kept in the heap, the advice also outlives the array
 turns the advice off, unless the user set ``NUMPY_MADVISE_HUGEPAGE`` themselves.
 
 Both are set only for the command line, which runs one job and exits, never on ``import privmarg``
-(a library must not change its host's allocator). No effect off glibc or Linux.
+(a library must not change its host's allocator). The freed memory is kept on Linux with glibc only,
+the huge-page advice turned off on Linux only (numpy gives it nowhere else).
 """
 
 from __future__ import annotations
@@ -48,13 +49,13 @@ def keep_freed_memory() -> bool:
 
 def skip_hugepage_advice() -> bool:
     """Stop numpy from advising huge pages for its big arrays (the kernel then backs them as it
-    does any memory); False where the user chose with ``NUMPY_MADVISE_HUGEPAGE`` (their choice
-    stands) or numpy has no such switch."""
-    if "NUMPY_MADVISE_HUGEPAGE" in os.environ:
+    does any memory); False off Linux, where the user chose with ``NUMPY_MADVISE_HUGEPAGE`` (their
+    choice stands), or where numpy has no such switch."""
+    if not sys.platform.startswith("linux") or "NUMPY_MADVISE_HUGEPAGE" in os.environ:
         return False
     try:
         from numpy._core import multiarray
-    except ImportError:  # numpy 1.x
+    except ImportError:  # numpy < 1.26.2 (no numpy._core)
         from numpy.core import multiarray
     switch = getattr(multiarray, "_set_madvise_hugepage", None)  # numpy's own switch, since 1.19
     if switch is None:
