@@ -3,6 +3,7 @@ command's own process sets it (never ``import privmarg``)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -79,11 +80,13 @@ def test_script_entry_is_run():
     assert "run()" in (ROOT / "src" / "privmarg" / "__main__.py").read_text()
 
 
-def test_off_glibc_it_reports_false(monkeypatch):
+def test_off_linux_neither_is_set(monkeypatch):
     from privmarg.cli import allocator
 
     monkeypatch.setattr(allocator.sys, "platform", "darwin")
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
     assert allocator.keep_freed_memory() is False
+    assert allocator.skip_hugepage_advice() is False
 
 
 HUGEPAGE_PROBE = """
@@ -104,8 +107,6 @@ def _advises_hugepages(setup: str, env: dict | None = None) -> str:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="numpy advises huge pages on Linux only")
 def test_the_command_stops_hugepage_advice_and_import_does_not():
-    import os
-
     env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
     run_app = "import privmarg.cli as cli\ncli.app = lambda **kw: None\ncli.run()"
     # numpy's own default (on on kernels since 4.6) is what import privmarg leaves
@@ -113,11 +114,3 @@ def test_the_command_stops_hugepage_advice_and_import_does_not():
     assert _advises_hugepages(run_app, env) == "False"
     # a user's own setting stands
     assert _advises_hugepages(run_app, env | {"NUMPY_MADVISE_HUGEPAGE": "1"}) == "True"
-
-
-def test_off_linux_the_advice_is_left_alone(monkeypatch):
-    from privmarg.cli import allocator
-
-    monkeypatch.setattr(allocator.sys, "platform", "darwin")
-    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
-    assert allocator.skip_hugepage_advice() is False

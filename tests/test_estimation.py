@@ -598,7 +598,8 @@ def test_theta_of_a_big_clique_fit_is_made_on_first_use(monkeypatch):
     # mostly small cliques: their sparse map would outweigh θ, which the fit then makes at once
     made = []
     later = estimation_module._Evaluator.theta_later
-    monkeypatch.setattr(estimation_module._Evaluator, "theta_later", lambda ev, p: made.append(later(ev, p)) or made[-1])
+    monkeypatch.setattr(estimation_module._Evaluator, "theta_later",
+                        lambda ev, p, dtype=None: made.append(later(ev, p, dtype)) or made[-1])
     mixed = Domain(list("abcdefgh"), [10, 10, 9, 9, 9, 9, 9, 9])
     parts = [("a", "b"), ("b", "c"), ("c", "d"), ("e", "f"), ("g", "h")]  # one clique of 100 cells, four small
     fit = estimate(mixed, [Measurement(c, rng.uniform(0, 80, mixed.size(c)), 1.0) for c in parts],

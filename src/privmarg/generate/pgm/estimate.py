@@ -371,6 +371,14 @@ class _Evaluator:
             return [theta[spread.mu_off[i]:spread.mu_off[i + 1]].reshape(s) for i, s in enumerate(shapes)]
         return make
 
+    def model_theta(self, params: np.ndarray,
+                    dtype: np.dtype | None = None) -> list[np.ndarray] | Callable[[], list[np.ndarray]]:
+        """A fitted model's θ at ``params`` in ``dtype`` (None: the fit's): on big cliques made when
+        first asked for (:meth:`theta_later`: a pass as dear as belief propagation, and a fit's model
+        is mostly only queried), else the cliques' views of :meth:`theta_at`."""
+        theta = self.theta_later(params, dtype) if self.exp_space else None
+        return theta if theta is not None else self.views(self.theta_at(params, dtype))
+
     def theta_log(self, params: np.ndarray, i: int, dtype: np.dtype | None = None) -> np.ndarray:
         """Clique ``i``'s θ (its shape) at ``params`` in ``dtype`` (None: the fit's)."""
         prob, shape = self.prob, self.plan.shapes[i]
@@ -573,22 +581,14 @@ def _fitted_model(domain: Domain, tree: JunctionTree, plan: _Plan, evaluate: _Ev
                   mu: np.ndarray | None, total: float, recast: np.dtype | None) -> GraphicalModel:
     """The model at the fit's potentials ``phi``: the fit's own tables (θ, and μ as computed), or,
     ``recast`` to another precision, θ from ``phi`` in it and μ by one more belief-propagation pass."""
-    if recast is None:
-        # on big cliques θ is a pass as dear as belief propagation, and a fit's model is mostly only
-        # queried (its marginals are μ): made when first asked for
-        theta = evaluate.theta_later(phi) if evaluate.exp_space else None
-        if theta is None:
-            theta = evaluate.views(evaluate.theta_at(phi))
-        return GraphicalModel(domain, tree, theta, total, plan=plan, marginals=evaluate.views(mu))
+    if recast is None:  # its marginals are μ
+        return GraphicalModel(domain, tree, evaluate.model_theta(phi), total, plan=plan, marginals=evaluate.views(mu))
     if evaluate.exp_space:
         # as the fit's own passes: products of the potentials' exponentials, now in the model's
         # precision, instead of exponentiating every cell of θ (JAM's loop recasts every round)
         flat = np.empty(int(evaluate.prob.mu_off[-1]), dtype=recast)
         mu_views = evaluate.propagate_exp(phi, flat, evaluate.exp_tables(phi, flat))
-        theta = evaluate.theta_later(phi, recast)
-        if theta is None:
-            theta = evaluate.views(evaluate.theta_at(phi, recast))
-        return GraphicalModel(domain, tree, theta, total, plan=plan, marginals=mu_views)
+        return GraphicalModel(domain, tree, evaluate.model_theta(phi, recast), total, plan=plan, marginals=mu_views)
     theta_flat = evaluate.prob.to_theta(phi).astype(recast, copy=False)
     if evaluate.has_zeros:
         theta_flat += evaluate.base  # −inf on the structural zeros, 0 elsewhere
